@@ -1,0 +1,73 @@
+"""polyir: a polyhedral compiler for deep-learning and loop-nest code.
+
+The public API is small:
+
+* ``polyir.kernel``                 compile plain Python loop nests
+* ``polyir.compile``                compile a PyTorch model / fx graph
+* ``polyir.parse``, ``str(module)``  the IR's text form
+* ``polyir.interpret``              the reference interpreter
+* ``polyir.transform``              run a pass pipeline
+* ``polyir.verify``                 check IR
+* errors: ``ParseError``, ``VerifyError``, ``UnsupportedSyntax``,
+  ``UnsupportedOp``, ``IllegalTransform``, ``PassError``, ``ArgumentError``
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from polyir.errors import (
+    ArgumentError,
+    CompileError,
+    DeviceError,
+    IllegalTransform,
+    ParseError,
+    PassError,
+    PolyirError,
+    UnsupportedOp,
+    UnsupportedSyntax,
+    VerifyError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "kernel", "compile", "parse", "interpret", "transform", "verify",
+    "PolyirError", "ParseError", "VerifyError", "UnsupportedSyntax", "UnsupportedOp",
+    "IllegalTransform", "PassError", "ArgumentError", "CompileError", "DeviceError",
+]
+
+
+def parse(text: str, source_name: str = "<text>") -> Any:
+    """Parse IR text into a ``Module``; raises ``ParseError`` with line and column."""
+    from polyir.ir.parser import parse as _parse
+    return _parse(text, source_name)
+
+
+def verify(module: Any) -> None:
+    """Check ``module``; raises ``VerifyError`` naming the statement and problem."""
+    from polyir.ir.verifier import verify as _verify
+    _verify(module)
+
+
+def interpret(ir: Any, *args: Any, parallel_order: str = "forward", seed: int = 0) -> Any:
+    """Run IR on numpy arrays, in place; see ``polyir.ir.interpreter.interpret``."""
+    from polyir.ir.interpreter import interpret as _interpret
+    return _interpret(ir, *args, parallel_order=parallel_order, seed=seed)
+
+
+def transform(ir: Any, pipeline: str, **options: Any) -> Any:
+    """Run a pass pipeline such as ``"simplify-bounds,tile{sizes=32,32}"``."""
+    from polyir.passes import transform as _transform
+    return _transform(ir, pipeline, **options)
+
+
+def kernel(func: Any = None, **options: Any) -> Any:
+    """Decorator compiling a plain Python loop nest; see ``polyir.frontends.pykernel``."""
+    from polyir.frontends.pykernel import kernel as _kernel
+    return _kernel(func, **options)
+
+
+def compile(model: Any, example_inputs: Any, **options: Any) -> Any:  # noqa: A001
+    """Compile a torch ``nn.Module`` or ``fx.GraphModule``; see ``polyir.frontends.fx``."""
+    from polyir.frontends.fx import compile_model
+    return compile_model(model, example_inputs, **options)
