@@ -1,0 +1,49 @@
+"""Test configuration: Hypothesis profiles and the GPU marker.
+
+Profiles: ``ci`` (default; fast, for 2-core CI machines) and ``deep``
+(``HYPOTHESIS_PROFILE=deep pytest``; many more examples).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci", max_examples=30, deadline=None, derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile(
+    "deep", max_examples=1000, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+DEEP = os.environ.get("HYPOTHESIS_PROFILE") == "deep"
+
+
+def examples(ci: int, deep: int | None = None) -> int:
+    """Number of Hypothesis examples for a test: ``ci`` normally, ``deep`` on demand."""
+    return (deep if deep is not None else ci * 20) if DEEP else ci
+
+
+def _gpu_available() -> bool:
+    try:
+        import cupy  # noqa: F401
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+HAS_GPU = _gpu_available()
+HAS_PTXAS = shutil.which("ptxas") is not None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU and CuPy")
+    for item in items:
+        if "gpu" in item.keywords and not HAS_GPU:
+            item.add_marker(skip_gpu)
