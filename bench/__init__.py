@@ -1,0 +1,1 @@
+"""polyir benchmarks: ``python -m bench [--quick]``. See bench/README.md."""
