@@ -1,0 +1,1 @@
+"""Native CPU backend: host JIT (``jit.build_cpu``), compile cache, parallel runtime."""

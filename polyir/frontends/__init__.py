@@ -1,0 +1,7 @@
+"""Frontends: ways into polyir IR.
+
+* ``polyir.frontends.pykernel``  ``@polyir.kernel``: plain Python loop nests
+  (``pycheck`` checks the subset, ``pyexpr``/``pyast`` lower it, ``pytypes``
+  holds the numpy-style type promotion).
+* ``polyir.frontends.fx`` / ``aten``  PyTorch graphs.
+"""

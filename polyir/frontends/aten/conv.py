@@ -1,0 +1,78 @@
+"""Convolution (``aten.convolution``, any number of spatial dimensions):
+stride, padding, dilation and groups; transposed convolution is refused.
+
+With groups ``G`` the output channel dimension is seen as ``[G, C_out/G]``
+(a view, no ``//``)::
+
+    out[n, g, oc, o...] = bias[g*Cog + oc]
+        + sum_{ic, k...} x[n, g*Cig + ic, o*s - p + k*d] * w[g*Cog + oc, ic, k...]
+
+Zero padding is an affine guard around the update, never a padded copy.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+
+from polyir.frontends.aten.context import LoweringContext, TensorValue, accumulator_dtype, const
+from polyir.frontends.aten.reduction import accumulate
+from polyir.frontends.aten.registry import register
+from polyir.ir.affine import Aff, Constraint
+from polyir.ir.nodes import BinOp, Expr
+
+aten = torch.ops.aten
+
+
+def _per_dim(values: Sequence[int], count: int) -> list[int]:
+    values = list(values)
+    return values * count if len(values) == 1 else values
+
+
+@register(aten.convolution, accepts=lambda n: "transposed convolution" if n.args[6] else None)
+def lower_convolution(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, w: TensorValue,
+                      bias: TensorValue | None, stride: Sequence[int], padding: Sequence[int],
+                      dilation: Sequence[int], transposed: bool, output_padding: Sequence[int],
+                      groups: int) -> TensorValue:
+    out = ctx.result(node)
+    spatial = x.rank - 2
+    stride, padding = _per_dim(stride, spatial), _per_dim(padding, spatial)
+    dilation = _per_dim(dilation, spatial)
+    c_out, cig = w.shape[0], w.shape[1]
+    cog = c_out // groups
+    kernel = list(w.shape[2:])
+    acc = accumulator_dtype(out.dtype)
+
+    # out seen as [N, G, Cog, O...]
+    grouped = out.view((out.shape[0], groups, cog) + out.shape[2:],
+                       lambda idx: (idx[0], idx[1] * cog + idx[2]) + tuple(idx[3:]))
+
+    def input_position(o: list[Aff], r: list[Aff], d: int) -> Aff:
+        return o[3 + d] * stride[d] - padding[d] + r[1 + d] * dilation[d]
+
+    def element(o: list[Aff], r: list[Aff]) -> Expr:
+        channel_in = o[1] * cig + r[0]
+        channel_out = o[1] * cog + o[2]
+        source = [o[0], channel_in] + [input_position(o, r, d) for d in range(spatial)]
+        return BinOp("*", ctx.cast(x.load(source), acc),
+                     ctx.cast(w.load([channel_out, r[0]] + r[1:]), acc))
+
+    def init(o: list[Aff]) -> Expr:
+        if bias is None:
+            return const(0, acc)
+        return ctx.cast(bias.load([o[1] * cog + o[2]]), acc)
+
+    def guard(o: list[Aff], r: list[Aff]) -> list[Constraint]:
+        conditions = []
+        for d in range(spatial):
+            position = input_position(o, r, d)
+            size = x.shape[2 + d]
+            if padding[d] > 0:
+                conditions.append(Constraint(position, ">=", Aff.const(0)))
+            last = (out.shape[2 + d] - 1) * stride[d] - padding[d] + (kernel[d] - 1) * dilation[d]
+            if last >= size:
+                conditions.append(Constraint(position, "<", Aff.const(size)))
+        return conditions
+
+    accumulate(ctx, grouped, [cig] + kernel, acc_dtype=acc, init=init, element=element, guard=guard)
+    return out

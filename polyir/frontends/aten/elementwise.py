@@ -1,0 +1,415 @@
+"""Elementwise operators: unary math, binary arithmetic with broadcasting,
+comparisons, ``where``, ``clamp``, activations (GELU both forms, SiLU, ...),
+casts and tensor factories (``full``, ``arange``, ``scalar_tensor``).
+
+Each becomes one loop nest over the result's shape. Types follow torch's
+promotion rules: operands are cast to the computation type (float32 for
+f16/bf16 operands, as eager does on the CPU) and the result is cast to the
+stored type, so the IR never relies on implicit promotion.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+import torch
+from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as Kind
+from torch._prims_common import elementwise_dtypes
+
+from polyir.frontends.aten.context import (
+    LoweringContext,
+    Operand,
+    TensorValue,
+    const,
+    dtype_of,
+    node_meta,
+)
+from polyir.frontends.aten.registry import register
+from polyir.ir.nodes import BinOp, Call, Compare, Expr, Select
+from polyir.ir.types import DType
+
+aten = torch.ops.aten
+prims = torch.ops.prims
+
+
+def compute_dtype(node: torch.fx.Node, count: int, kind: Kind = Kind.DEFAULT) -> DType:
+    """The type torch computes ``node`` in, from its first ``count`` arguments."""
+    metas = []
+    for arg in node.args[:count]:
+        if isinstance(arg, torch.fx.Node):
+            metas.append(node_meta(arg))
+        elif isinstance(arg, (bool, int, float)):
+            metas.append(arg)
+    computation, _ = elementwise_dtypes(*metas, type_promotion_kind=kind)
+    return dtype_of(computation)
+
+
+def pointwise(ctx: LoweringContext, node: torch.fx.Node, operands: Sequence[Operand],
+              compute: DType, fn: Callable[..., Expr]) -> TensorValue:
+    """One nest: ``out[idx] = fn(*operands at idx, cast to compute)``, broadcasting."""
+    out = ctx.result(node)
+
+    def element(idx: list) -> Expr:
+        return fn(*[ctx.operand(v, idx, out.shape, compute) for v in operands])
+
+    ctx.map_elements(out, element, hint="i")
+    return out
+
+
+def _c(value: float, like: DType) -> Expr:
+    return const(value, like)
+
+
+# ----------------------------------------------------------------- unary math
+_MATH_CALLS = {
+    aten.exp: "exp", aten.exp2: "exp2", aten.log: "log", aten.log2: "log2", aten.sqrt: "sqrt",
+    aten.rsqrt: "rsqrt", aten.tanh: "tanh", aten.erf: "erf", aten.sigmoid: "sigmoid",
+    aten.sin: "sin", aten.cos: "cos",
+}
+
+
+def _lower_math(ctx: LoweringContext, node: torch.fx.Node, x: Operand) -> TensorValue:
+    fn = _MATH_CALLS[node.target.overloadpacket]
+    return pointwise(ctx, node, [x], compute_dtype(node, 1, Kind.INT_TO_FLOAT),
+                     lambda a: Call(fn, (a,)))
+
+
+for _op in _MATH_CALLS:
+    register(_op)(_lower_math)
+
+
+@register(aten.abs, aten.neg)
+def lower_sign_ops(ctx: LoweringContext, node: torch.fx.Node, x: Operand) -> TensorValue:
+    fn = "abs" if node.target.overloadpacket is aten.abs else "neg"
+    return pointwise(ctx, node, [x], compute_dtype(node, 1), lambda a: Call(fn, (a,)))
+
+
+@register(aten.floor, aten.ceil)
+def lower_rounding(ctx: LoweringContext, node: torch.fx.Node, x: Operand) -> TensorValue:
+    fn = "floor" if node.target.overloadpacket is aten.floor else "ceil"
+    dtype = compute_dtype(node, 1)
+    if not dtype.is_float:
+        return pointwise(ctx, node, [x], dtype, lambda a: a)
+    return pointwise(ctx, node, [x], dtype, lambda a: Call(fn, (a,)))
+
+
+@register(aten.reciprocal)
+def lower_reciprocal(ctx: LoweringContext, node: torch.fx.Node, x: Operand) -> TensorValue:
+    dtype = compute_dtype(node, 1, Kind.INT_TO_FLOAT)
+    return pointwise(ctx, node, [x], dtype, lambda a: BinOp("/", _c(1, dtype), a))
+
+
+@register(aten.log1p, aten.expm1)
+def lower_log1p_expm1(ctx: LoweringContext, node: torch.fx.Node, x: Operand) -> TensorValue:
+    dtype = compute_dtype(node, 1, Kind.INT_TO_FLOAT)
+    one = _c(1, dtype)
+    if node.target.overloadpacket is aten.log1p:
+        return pointwise(ctx, node, [x], dtype, lambda a: Call("log", (BinOp("+", one, a),)))
+    return pointwise(ctx, node, [x], dtype, lambda a: BinOp("-", Call("exp", (a,)), one))
+
+
+@register(aten.relu)
+def lower_relu(ctx: LoweringContext, node: torch.fx.Node, x: Operand) -> TensorValue:
+    dtype = compute_dtype(node, 1)
+    zero = _c(0, dtype)
+    # select(x < 0, 0, x) keeps NaN, as torch.relu does.
+    return pointwise(ctx, node, [x], dtype, lambda a: Select(Compare("<", a, zero), zero, a))
+
+
+@register(aten.sign)
+def lower_sign(ctx: LoweringContext, node: torch.fx.Node, x: Operand) -> TensorValue:
+    dtype = compute_dtype(node, 1)
+    zero, one = _c(0, dtype), _c(1, dtype)
+    return pointwise(ctx, node, [x], dtype, lambda a: Select(
+        Compare(">", a, zero), one, Select(Compare("<", a, zero), _c(-1, dtype), a)))
+
+
+@register(aten.isnan)
+def lower_isnan(ctx: LoweringContext, node: torch.fx.Node, x: Operand) -> TensorValue:
+    return pointwise(ctx, node, [x], compute_dtype(node, 1), lambda a: Compare("!=", a, a))
+
+
+@register(aten.logical_not, aten.bitwise_not,
+          accepts=lambda n: None if n.target.overloadpacket is aten.logical_not
+          or node_meta(n).dtype == torch.bool else "bitwise_not on integers")
+def lower_not(ctx: LoweringContext, node: torch.fx.Node, x: Operand) -> TensorValue:
+    return pointwise(ctx, node, [x], DType.BOOL, lambda a: Call("not", (a,)))
+
+
+# ---------------------------------------------------------------- activations
+@register(aten.gelu)
+def lower_gelu(ctx: LoweringContext, node: torch.fx.Node, x: Operand,
+               approximate: str = "none") -> TensorValue:
+    dtype = compute_dtype(node, 1, Kind.INT_TO_FLOAT)
+    half, one = _c(0.5, dtype), _c(1.0, dtype)
+    if approximate == "tanh":
+        k, c = _c(math.sqrt(2.0 / math.pi), dtype), _c(0.044715, dtype)
+
+        def gelu_tanh(a: Expr) -> Expr:
+            cube = BinOp("*", BinOp("*", a, a), a)
+            inner = BinOp("*", k, BinOp("+", a, BinOp("*", c, cube)))
+            return BinOp("*", BinOp("*", half, a), BinOp("+", one, Call("tanh", (inner,))))
+        return pointwise(ctx, node, [x], dtype, gelu_tanh)
+    inv_sqrt2 = _c(1.0 / math.sqrt(2.0), dtype)
+    return pointwise(ctx, node, [x], dtype, lambda a: BinOp(
+        "*", BinOp("*", half, a), BinOp("+", one, Call("erf", (BinOp("*", a, inv_sqrt2),)))))
+
+
+@register(aten.silu)
+def lower_silu(ctx: LoweringContext, node: torch.fx.Node, x: Operand) -> TensorValue:
+    dtype = compute_dtype(node, 1, Kind.INT_TO_FLOAT)
+    return pointwise(ctx, node, [x], dtype, lambda a: BinOp("*", a, Call("sigmoid", (a,))))
+
+
+@register(aten.leaky_relu)
+def lower_leaky_relu(ctx: LoweringContext, node: torch.fx.Node, x: Operand,
+                     negative_slope: float = 0.01) -> TensorValue:
+    dtype = compute_dtype(node, 1)
+    zero, slope = _c(0, dtype), _c(negative_slope, dtype)
+    return pointwise(ctx, node, [x], dtype,
+                     lambda a: Select(Compare(">", a, zero), a, BinOp("*", a, slope)))
+
+
+@register(aten.elu)
+def lower_elu(ctx: LoweringContext, node: torch.fx.Node, x: Operand, alpha: float = 1.0,
+              scale: float = 1.0, input_scale: float = 1.0) -> TensorValue:
+    dtype = compute_dtype(node, 1)
+    zero, one = _c(0, dtype), _c(1, dtype)
+
+    def elu(a: Expr) -> Expr:
+        negative = BinOp("*", _c(alpha * scale, dtype),
+                         BinOp("-", Call("exp", (BinOp("*", a, _c(input_scale, dtype)),)), one))
+        return Select(Compare(">", a, zero), BinOp("*", a, _c(scale, dtype)), negative)
+    return pointwise(ctx, node, [x], dtype, elu)
+
+
+def _clamp_expr(a: Expr, low: Expr | None, high: Expr | None) -> Expr:
+    # torch.clamp: max(min(x, high), low) applied as "low first, then high";
+    # a NaN input compares false both times and stays NaN.
+    if low is not None:
+        a = Select(Compare("<", a, low), low, a)
+    if high is not None:
+        a = Select(Compare(">", a, high), high, a)
+    return a
+
+
+@register(aten.clamp, aten.clamp_min, aten.clamp_max, aten.hardtanh)
+def lower_clamp(ctx: LoweringContext, node: torch.fx.Node, x: Operand, low: Any = None,
+                high: Any = None, **kwargs: Any) -> TensorValue:
+    packet = node.target.overloadpacket
+    low, high = kwargs.get("min", low), kwargs.get("max", high)
+    if packet is aten.clamp_max:
+        low, high = None, low
+    if packet is aten.hardtanh:
+        low = -1.0 if low is None else low
+        high = 1.0 if high is None else high
+    bounds = [b for b in (low, high) if b is not None]
+    metas = [node_meta(x_node) for x_node in node.args[:1]] + [
+        node_meta(b) if isinstance(b, torch.fx.Node) else b
+        for b in ([a for a in node.args[1:3] if a is not None] + list(kwargs.values()))]
+    dtype = dtype_of(elementwise_dtypes(*metas, type_promotion_kind=Kind.DEFAULT)[0])
+    operands: list[Operand] = [x] + bounds
+    has_low, has_high = low is not None, high is not None
+
+    def element(a: Expr, *rest: Expr) -> Expr:
+        values = list(rest)
+        lo = values.pop(0) if has_low else None
+        hi = values.pop(0) if has_high else None
+        return _clamp_expr(a, lo, hi)
+    return pointwise(ctx, node, operands, dtype, element)
+
+
+# --------------------------------------------------------------------- binary
+def _scaled(b: Expr, alpha: Any, dtype: DType) -> Expr:
+    return b if alpha == 1 else BinOp("*", b, const(alpha, dtype))
+
+
+@register(aten.add, aten.sub, aten.rsub)
+def lower_add_sub(ctx: LoweringContext, node: torch.fx.Node, a: Operand, b: Operand,
+                  alpha: Any = 1) -> TensorValue:
+    packet = node.target.overloadpacket
+    dtype = compute_dtype(node, 2)
+    if dtype is DType.BOOL:
+        return pointwise(ctx, node, [a, b], dtype, lambda x, y: BinOp("or", x, y))
+    if packet is aten.add:
+        return pointwise(ctx, node, [a, b], dtype, lambda x, y: BinOp("+", x, _scaled(y, alpha, dtype)))
+    if packet is aten.sub:
+        return pointwise(ctx, node, [a, b], dtype, lambda x, y: BinOp("-", x, _scaled(y, alpha, dtype)))
+    return pointwise(ctx, node, [a, b], dtype, lambda x, y: BinOp("-", y, _scaled(x, alpha, dtype)))
+
+
+@register(aten.mul)
+def lower_mul(ctx: LoweringContext, node: torch.fx.Node, a: Operand, b: Operand) -> TensorValue:
+    dtype = compute_dtype(node, 2)
+    op = "and" if dtype is DType.BOOL else "*"
+    return pointwise(ctx, node, [a, b], dtype, lambda x, y: BinOp(op, x, y))
+
+
+def _floor_div_int(x: Expr, y: Expr, dtype: DType) -> Expr:
+    quotient = BinOp("/", x, y)
+    zero = const(0, dtype)
+    inexact = Compare("!=", BinOp("%", x, y), zero)
+    signs_differ = Compare("!=", Compare("<", x, zero), Compare("<", y, zero))
+    return Select(BinOp("and", inexact, signs_differ), BinOp("-", quotient, const(1, dtype)), quotient)
+
+
+@register(aten.div)
+def lower_div(ctx: LoweringContext, node: torch.fx.Node, a: Operand, b: Operand,
+              rounding_mode: str | None = None) -> TensorValue:
+    if rounding_mode is None:
+        dtype = compute_dtype(node, 2, Kind.INT_TO_FLOAT)
+        return pointwise(ctx, node, [a, b], dtype, lambda x, y: BinOp("/", x, y))
+    dtype = compute_dtype(node, 2)
+    if dtype.is_float:
+        def rounded(x: Expr, y: Expr) -> Expr:
+            q = BinOp("/", x, y)
+            if rounding_mode == "floor":
+                return Call("floor", (q,))
+            return Select(Compare("<", q, const(0, dtype)), Call("ceil", (q,)), Call("floor", (q,)))
+        return pointwise(ctx, node, [a, b], dtype, rounded)
+    if rounding_mode == "trunc":
+        return pointwise(ctx, node, [a, b], dtype, lambda x, y: BinOp("/", x, y))
+    return pointwise(ctx, node, [a, b], dtype, lambda x, y: _floor_div_int(x, y, dtype))
+
+
+@register(aten.maximum, aten.minimum)
+def lower_max_min(ctx: LoweringContext, node: torch.fx.Node, a: Operand, b: Operand) -> TensorValue:
+    fn = "max" if node.target.overloadpacket is aten.maximum else "min"
+    return pointwise(ctx, node, [a, b], compute_dtype(node, 2), lambda x, y: Call(fn, (x, y)))
+
+
+def _pow_accepts(node: torch.fx.Node) -> str | None:
+    exponent = node.args[1]
+    if node_meta(node).dtype.is_floating_point:
+        return None
+    if isinstance(exponent, int) and 0 <= exponent <= 4:
+        return None
+    return "integer pow with an exponent other than 0..4"
+
+
+@register(aten.pow, accepts=_pow_accepts)
+def lower_pow(ctx: LoweringContext, node: torch.fx.Node, a: Operand, b: Operand) -> TensorValue:
+    dtype = compute_dtype(node, 2)
+    if isinstance(b, (int, float)) and not isinstance(b, bool):
+        if b == 0:
+            return pointwise(ctx, node, [a], dtype, lambda x: const(1, dtype))
+        if float(b).is_integer() and 1 <= b <= 4:
+            def power(x: Expr) -> Expr:
+                result = x
+                for _ in range(int(b) - 1):
+                    result = BinOp("*", result, x)
+                return result
+            return pointwise(ctx, node, [a], dtype, power)
+        if b == 0.5:
+            return pointwise(ctx, node, [a], dtype, lambda x: Call("sqrt", (x,)))
+        if b == -1:
+            return pointwise(ctx, node, [a], dtype, lambda x: BinOp("/", const(1, dtype), x))
+    return pointwise(ctx, node, [a, b], dtype, lambda x, y: Call("pow", (x, y)))
+
+
+_COMPARE_OPS = {aten.eq: "==", aten.ne: "!=", aten.lt: "<", aten.le: "<=", aten.gt: ">", aten.ge: ">="}
+
+
+@register(*_COMPARE_OPS)
+def lower_compare(ctx: LoweringContext, node: torch.fx.Node, a: Operand, b: Operand) -> TensorValue:
+    op = _COMPARE_OPS[node.target.overloadpacket]
+    return pointwise(ctx, node, [a, b], compute_dtype(node, 2), lambda x, y: Compare(op, x, y))
+
+
+@register(aten.logical_and, aten.logical_or, aten.logical_xor,
+          aten.bitwise_and, aten.bitwise_or, aten.bitwise_xor,
+          accepts=lambda n: None if node_meta(n).dtype == torch.bool else "bitwise op on integers")
+def lower_logical(ctx: LoweringContext, node: torch.fx.Node, a: Operand, b: Operand) -> TensorValue:
+    packet = node.target.overloadpacket
+    if packet in (aten.logical_and, aten.bitwise_and):
+        fn: Callable[[Expr, Expr], Expr] = lambda x, y: BinOp("and", x, y)  # noqa: E731
+    elif packet in (aten.logical_or, aten.bitwise_or):
+        fn = lambda x, y: BinOp("or", x, y)  # noqa: E731
+    else:
+        fn = lambda x, y: Compare("!=", x, y)  # noqa: E731
+    return pointwise(ctx, node, [a, b], DType.BOOL, fn)
+
+
+@register(aten.where, accepts=lambda n: None if len(n.args) == 3 else "where with one argument")
+def lower_where(ctx: LoweringContext, node: torch.fx.Node, cond: Operand, a: Operand,
+                b: Operand) -> TensorValue:
+    metas = [node_meta(v) if isinstance(v, torch.fx.Node) else v for v in node.args[1:3]]
+    dtype = dtype_of(elementwise_dtypes(*metas, type_promotion_kind=Kind.NO_OPMATH)[0])
+    out = ctx.result(node)
+
+    def element(idx: list) -> Expr:
+        c = ctx.operand(cond, idx, out.shape, DType.BOOL)
+        return Select(c, ctx.operand(a, idx, out.shape, dtype), ctx.operand(b, idx, out.shape, dtype))
+    ctx.map_elements(out, element)
+    return out
+
+
+# ---------------------------------------------------------------------- casts
+def _cast_accepts(node: torch.fx.Node) -> str | None:
+    device = node.kwargs.get("device")
+    if device is not None and torch.device(device).type != "cpu":
+        return f"copy to device {device}"
+    return None
+
+
+@register(aten._to_copy, prims.convert_element_type, aten.clone, aten.copy,
+          accepts=_cast_accepts)
+def lower_cast(ctx: LoweringContext, node: torch.fx.Node, x: Operand, *args: Any,
+               **kwargs: Any) -> TensorValue:
+    if node.target.overloadpacket is aten.copy:
+        x = args[0]  # copy(self, src): the values of src, in self's shape and type
+    if isinstance(x, TensorValue) and x.dtype is dtype_of(node_meta(node).dtype) \
+            and x.shape == tuple(node_meta(node).shape):
+        return x  # values never change in a functional graph: no copy needed
+    return pointwise(ctx, node, [x], dtype_of(node_meta(node).dtype), lambda a: a)
+
+
+# ------------------------------------------------------------------ factories
+@register(aten.full, aten.full_like, aten.scalar_tensor, aten.zeros, aten.ones,
+          aten.zeros_like, aten.ones_like, aten.new_full, aten.new_zeros, aten.new_ones,
+          aten.fill, accepts=_cast_accepts)
+def lower_full(ctx: LoweringContext, node: torch.fx.Node, *args: Any, **kwargs: Any) -> TensorValue:
+    packet = node.target.overloadpacket
+    if packet in (aten.zeros, aten.zeros_like, aten.new_zeros):
+        value: Any = 0
+    elif packet in (aten.ones, aten.ones_like, aten.new_ones):
+        value = 1
+    elif packet is aten.scalar_tensor:
+        value = args[0]
+    else:
+        value = args[1] if packet is not aten.new_full else args[2]
+    if isinstance(value, TensorValue):  # fill.Tensor: a 0-d tensor value
+        return pointwise(ctx, node, [value], dtype_of(node_meta(node).dtype), lambda a: a)
+    dtype = dtype_of(node_meta(node).dtype)
+    return pointwise(ctx, node, [], dtype, lambda: const(value, dtype))
+
+
+@register(aten.arange, accepts=_cast_accepts)
+def lower_arange(ctx: LoweringContext, node: torch.fx.Node, *args: Any, **kwargs: Any) -> TensorValue:
+    numbers = [a for a in args if isinstance(a, (int, float))]
+    if len(numbers) == 1:
+        start, step = 0, 1
+    else:
+        start, step = numbers[0], (numbers[2] if len(numbers) > 2 else 1)
+    dtype = dtype_of(node_meta(node).dtype)
+    out = ctx.result(node)
+    work = DType.F64 if dtype.is_float else DType.I64
+
+    def element(idx: list) -> Expr:
+        position = ctx.cast(ctx_var(idx[0]), work)
+        return BinOp("+", const(start, work), BinOp("*", position, const(step, work)))
+    ctx.map_elements(out, element)
+    return out
+
+
+def ctx_var(index: Any) -> Expr:
+    """An affine loop index as an ``i64`` value."""
+    from polyir.frontends.aten.context import aff_value
+    return aff_value(index)
+
+
+@register(aten.empty, aten.empty_like, aten.empty_strided, accepts=_cast_accepts)
+def lower_empty(ctx: LoweringContext, node: torch.fx.Node, *args: Any, **kwargs: Any) -> TensorValue:
+    # Uninitialised memory in torch too: zero it so results stay deterministic.
+    dtype = dtype_of(node_meta(node).dtype)
+    return pointwise(ctx, node, [], dtype, lambda: const(0, dtype))

@@ -1,0 +1,397 @@
+"""The PyTorch frontend: ``polyir.compile(model, example_inputs, **options)``.
+
+1. Capture: the model (an ``nn.Module`` or ``fx.GraphModule``) is traced with
+   ``make_fx`` (functionalised, core ATen decompositions, no autograd) on the
+   example inputs; parameters and buffers become graph inputs, so they are
+   bound at call time, never copied into the compiled code.
+2. Partition: nodes the lowering table covers are grouped into segments (runs
+   of consecutive supported nodes); the others run in eager. With
+   ``fallback=False`` an unsupported node raises ``UnsupportedOp`` instead.
+3. Lower each segment to a polyir module (:mod:`polyir.frontends.aten`),
+   verify it, run the pass pipeline, build it with ``polyir.driver.build``.
+4. Call: tensors go to the executable as numpy views (no copies for
+   contiguous CPU tensors; bf16 goes through float32), outputs are allocated
+   as torch tensors and returned in the model's output structure.
+
+Each distinct combination of input shapes and dtypes gets its own compiled
+plan (a cache keyed by them), so a call never runs code compiled for other
+shapes.
+"""
+from __future__ import annotations
+
+import operator
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.utils._pytree as pytree
+
+from polyir.errors import ArgumentError, UnsupportedOp
+from polyir.frontends.aten import LoweredSegment, lower_segment, op_name, unsupported_reason
+from polyir.frontends.aten.context import node_meta
+
+aten = torch.ops.aten
+
+
+class PolyirFallbackWarning(UserWarning):
+    """Some operators of a compiled model have no lowering and run in eager."""
+
+
+# ------------------------------------------------------------------- capture
+@dataclass
+class Captured:
+    """A model traced to core ATen: the graph, what its placeholders are, and
+    how to rebuild the model's output structure from the flat results."""
+
+    gm: torch.fx.GraphModule
+    input_count: int                 # leading placeholders: the tensor inputs
+    state_names: list[str]           # then: parameters and buffers, by name
+    out_spec: Any = None
+    constant_outputs: dict[int, Any] = field(default_factory=dict)
+    output_count: int = 0
+
+
+def _decompositions() -> dict[Any, Callable[..., Any]]:
+    from torch._decomp import core_aten_decompositions
+    table = dict(core_aten_decompositions())
+    # Attention is lowered as a whole (the causal mask becomes a loop guard).
+    table.pop(aten._scaled_dot_product_flash_attention_for_cpu.default, None)
+    return table
+
+
+def model_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Parameters then buffers of ``model``, by qualified name."""
+    state: dict[str, torch.Tensor] = dict(model.named_parameters())
+    state.update(dict(model.named_buffers()))
+    return state
+
+
+def capture(model: torch.nn.Module, args: Sequence[Any]) -> Captured:
+    """Trace ``model(*args)`` to a functional core-ATen graph whose
+    placeholders are the tensor leaves of ``args`` then the model's state."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    flat, in_spec = pytree.tree_flatten(tuple(args))
+    tensor_positions = [i for i, leaf in enumerate(flat) if isinstance(leaf, torch.Tensor)]
+    state = model_state(model)
+    names = list(state)
+    captured = Captured(torch.fx.GraphModule({}, torch.fx.Graph()), len(tensor_positions), names)
+
+    def traced(*tensors: torch.Tensor) -> list[torch.Tensor]:
+        leaves = list(flat)
+        for position, tensor in zip(tensor_positions, tensors[:len(tensor_positions)]):
+            leaves[position] = tensor
+        call_args = pytree.tree_unflatten(leaves, in_spec)
+        bound = dict(zip(names, tensors[len(tensor_positions):]))
+        result = torch.func.functional_call(model, bound, tuple(call_args))
+        out_leaves, captured.out_spec = pytree.tree_flatten(result)
+        captured.constant_outputs = {i: leaf for i, leaf in enumerate(out_leaves)
+                                     if not isinstance(leaf, torch.Tensor)}
+        captured.output_count = len(out_leaves)
+        return [leaf for leaf in out_leaves if isinstance(leaf, torch.Tensor)]
+
+    inputs = [flat[i] for i in tensor_positions] + list(state.values())
+    with torch.no_grad():
+        gm = make_fx(torch.func.functionalize(traced, remove="mutations"),
+                     decomposition_table=_decompositions(), tracing_mode="real")(*inputs)
+    _drop_dead_code(gm)
+    captured.gm = gm
+    return captured
+
+
+def _drop_dead_code(gm: torch.fx.GraphModule) -> None:
+    """Remove nodes no output depends on (mutations are kept: they are live)."""
+    live: set[torch.fx.Node] = set()
+    for node in reversed(gm.graph.nodes):
+        mutates = node.op == "call_function" and getattr(node.target, "_schema", None) is not None \
+            and node.target._schema.is_mutable
+        if node.op in ("output", "placeholder") or mutates or any(u in live for u in node.users):
+            live.add(node)
+    for node in reversed(list(gm.graph.nodes)):
+        if node not in live:
+            gm.graph.erase_node(node)
+    gm.recompile()
+
+
+# ----------------------------------------------------------------- partition
+@dataclass
+class Segment:
+    """Consecutive supported nodes compiled as one polyir function."""
+
+    nodes: list[torch.fx.Node]
+    inputs: list[torch.fx.Node] = field(default_factory=list)
+    outputs: list[torch.fx.Node] = field(default_factory=list)
+    lowered: LoweredSegment | None = None
+    executable: Any = None
+
+
+@dataclass
+class Eager:
+    """A node run by torch itself."""
+
+    node: torch.fx.Node
+    reason: str
+
+
+Step = Any  # Segment | Eager
+
+
+def partition(gm: torch.fx.GraphModule) -> list[Step]:
+    """Steps in execution order: segments of supported nodes and eager nodes."""
+    nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
+    reasons: dict[torch.fx.Node, str | None] = {}
+    for node in nodes:
+        reason = unsupported_reason(node)
+        if reason is None and node.target is operator.getitem:
+            parent = node.args[0]
+            if not isinstance(parent, torch.fx.Node) or reasons.get(parent) is not None:
+                reason = "element of an eager result"
+        if reason is None and isinstance(node.meta.get("val"), (tuple, list)) and any(
+                user.target is not operator.getitem for user in node.users):
+            reason = "multi-output node used as a whole"
+        reasons[node] = reason
+
+    steps: list[Step] = []
+    owner: dict[torch.fx.Node, Segment] = {}
+    current: Segment | None = None
+    for node in nodes:
+        reason = reasons[node]
+        if reason is not None:
+            steps.append(Eager(node, reason))
+            current = None
+            continue
+        if node.target is operator.getitem and node.args[0] in owner:
+            segment = owner[node.args[0]]  # stays with its producer
+        else:
+            if current is None:
+                current = Segment([])
+                steps.append(current)
+            segment = current
+        segment.nodes.append(node)
+        owner[node] = segment
+
+    position = {node: i for i, node in enumerate(gm.graph.nodes)}
+    for step in steps:
+        if not isinstance(step, Segment):
+            continue
+        members = set(step.nodes)
+        inputs = {arg for node in step.nodes for arg in node.all_input_nodes if arg not in members}
+        step.inputs = sorted(inputs, key=position.__getitem__)
+        step.outputs = [node for node in step.nodes if _is_tensor(node)
+                        and any(user not in members for user in node.users)]
+    return [s for s in steps if not isinstance(s, Segment) or s.outputs]
+
+
+def _is_tensor(node: torch.fx.Node) -> bool:
+    return isinstance(node.meta.get("val"), torch.Tensor)
+
+
+# ------------------------------------------------------------------- compile
+def default_pipeline() -> str | None:
+    """The passes run on every lowered module when ``pipeline`` is not given:
+    ``mark-parallel`` once that pass is registered, else none."""
+    from polyir.passes import available_passes
+    return "mark-parallel" if "mark-parallel" in available_passes() else None
+
+
+def _verify(module: Any) -> None:
+    try:
+        from polyir.ir.verifier import verify
+    except ImportError:  # the verifier is optional until it lands
+        return
+    verify(module)
+
+
+@dataclass
+class Plan:
+    """Everything compiled for one combination of input shapes and dtypes."""
+
+    captured: Captured
+    steps: list[Step]
+    target: Any
+
+    @property
+    def segments(self) -> list[Segment]:
+        return [s for s in self.steps if isinstance(s, Segment)]
+
+    @property
+    def fallbacks(self) -> list[Eager]:
+        return [s for s in self.steps if isinstance(s, Eager) and s.node.target is not operator.getitem]
+
+    def run(self, tensors: Sequence[torch.Tensor], state: Sequence[torch.Tensor]) -> Any:
+        gm = self.captured.gm
+        env: dict[torch.fx.Node, Any] = {}
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        for node, value in zip(placeholders, list(tensors) + list(state)):
+            env[node] = value
+        for node in gm.graph.nodes:
+            if node.op == "get_attr":
+                env[node] = _fetch_attr(gm, node.target)
+        for step in self.steps:
+            if isinstance(step, Eager):
+                args = torch.fx.node.map_arg(step.node.args, env.__getitem__)
+                kwargs = torch.fx.node.map_arg(step.node.kwargs, env.__getitem__)
+                with torch.no_grad():
+                    env[step.node] = step.node.target(*args, **kwargs)
+            else:
+                _run_segment(step, env)
+        output = next(n for n in gm.graph.nodes if n.op == "output")
+        results = list(torch.fx.node.map_arg(output.args[0], env.__getitem__))
+        leaves = []
+        for position in range(self.captured.output_count):
+            if position in self.captured.constant_outputs:
+                leaves.append(self.captured.constant_outputs[position])
+            else:
+                leaves.append(results.pop(0))
+        return pytree.tree_unflatten(leaves, self.captured.out_spec)
+
+
+def _fetch_attr(gm: torch.fx.GraphModule, target: str) -> Any:
+    value: Any = gm
+    for part in target.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def _as_array(tensor: torch.Tensor) -> Any:
+    """A numpy view of ``tensor`` (bf16 converted to float32 first)."""
+    if tensor.device.type != "cpu":
+        raise ArgumentError(f"polyir runs on CPU tensors; got a tensor on {tensor.device}")
+    tensor = tensor.detach()
+    if tensor.dtype == torch.bfloat16:
+        tensor = tensor.float()
+    return tensor.contiguous().numpy()
+
+
+def _run_segment(segment: Segment, env: dict[torch.fx.Node, Any]) -> None:
+    arrays = [_as_array(env[node]) for node in segment.inputs]
+    results = []
+    for node in segment.outputs:
+        meta = node_meta(node)
+        held = torch.float32 if meta.dtype == torch.bfloat16 else meta.dtype
+        results.append(torch.empty(tuple(int(s) for s in meta.shape), dtype=held))
+    segment.executable(*arrays, *[r.numpy() for r in results])
+    for node, result in zip(segment.outputs, results):
+        env[node] = result.to(torch.bfloat16) if node_meta(node).dtype == torch.bfloat16 else result
+
+
+def build_plan(model: torch.nn.Module, args: Sequence[Any], *, target: Any, fallback: bool,
+               pipeline: str | None) -> Plan:
+    """Capture, partition, lower and build ``model`` for ``args``."""
+    from polyir.driver import build
+
+    captured = capture(model, args)
+    steps = partition(captured.gm)
+    plan = Plan(captured, steps, target)
+    unsupported = plan.fallbacks
+    if unsupported and not fallback:
+        first = unsupported[0]
+        raise UnsupportedOp(op_name(first.node.target), first.node.name, first.reason)
+    passes = pipeline if pipeline is not None else default_pipeline()
+    for index, segment in enumerate(plan.segments):
+        name = "forward" if len(plan.segments) == 1 else f"segment{index}"
+        segment.lowered = lower_segment(segment.nodes, segment.inputs, segment.outputs, name)
+        module = segment.lowered.module
+        _verify(module)
+        if passes:
+            from polyir.passes import transform
+            module = transform(module, passes)
+        segment.executable = build(module, target)
+    if unsupported:
+        names = sorted({op_name(s.node.target) for s in unsupported})
+        where = ", ".join(f"{s.node.name} ({s.reason})" for s in unsupported)
+        warnings.warn(f"polyir: operators without a lowering run in eager: {', '.join(names)}; "
+                      f"nodes: {where}", PolyirFallbackWarning, stacklevel=4)
+    return plan
+
+
+# ------------------------------------------------------------------- runtime
+def _leaf_key(leaf: Any) -> Any:
+    if isinstance(leaf, torch.Tensor):
+        return ("tensor", tuple(leaf.shape), leaf.dtype, leaf.device.type)
+    if isinstance(leaf, (int, float, bool, str, type(None))):
+        return ("value", type(leaf).__name__, leaf)
+    return ("object", type(leaf).__name__, id(leaf))
+
+
+class CompiledModel:
+    """The callable ``polyir.compile`` returns.
+
+    Calling it runs the plan compiled for the arguments' shapes and dtypes,
+    compiling a new one first when there is none. ``plans`` maps each key to
+    its :class:`Plan`; :meth:`summary` describes the latest one.
+    """
+
+    def __init__(self, model: torch.nn.Module, *, target: Any = "cpu", fallback: bool = True,
+                 pipeline: str | None = None) -> None:
+        self.model = model
+        self.target = target
+        self.fallback = fallback
+        self.pipeline = pipeline
+        self.plans: dict[Any, Plan] = {}
+        self.last_plan: Plan | None = None
+
+    def plan_for(self, args: Sequence[Any]) -> Plan:
+        """The plan for ``args``, compiling it if needed."""
+        flat, spec = pytree.tree_flatten(tuple(args))
+        state = model_state(self.model)
+        key = (str(spec), tuple(_leaf_key(leaf) for leaf in flat),
+               tuple((name, _leaf_key(t)) for name, t in state.items()))
+        plan = self.plans.get(key)
+        if plan is None:
+            plan = build_plan(self.model, args, target=self.target, fallback=self.fallback,
+                              pipeline=self.pipeline)
+            self.plans[key] = plan
+        self.last_plan = plan
+        return plan
+
+    def __call__(self, *args: Any) -> Any:
+        plan = self.plan_for(args)
+        flat, _ = pytree.tree_flatten(tuple(args))
+        tensors = [leaf for leaf in flat if isinstance(leaf, torch.Tensor)]
+        state = list(model_state(self.model).values())
+        return plan.run(tensors, state)
+
+    def summary(self) -> dict[str, Any]:
+        """What the latest plan compiled: operators lowered (with counts), loop
+        nests, polyir functions, and operators left to eager."""
+        plan = self.last_plan
+        if plan is None:
+            return {}
+        ops: dict[str, int] = {}
+        nests = 0
+        for segment in plan.segments:
+            assert segment.lowered is not None
+            nests += segment.lowered.loop_nests
+            for name, count in segment.lowered.ops.items():
+                ops[name] = ops.get(name, 0) + count
+        return {"ops": dict(sorted(ops.items())), "loop_nests": nests,
+                "functions": len(plan.segments),
+                "fallbacks": sorted({op_name(s.node.target) for s in plan.fallbacks})}
+
+    def ir(self) -> list[Any]:
+        """The lowered modules of the latest plan (before the pass pipeline)."""
+        plan = self.last_plan
+        return [] if plan is None else [s.lowered.module for s in plan.segments if s.lowered]
+
+
+def compile_model(model: Any, example_inputs: Any, *, target: Any = "cpu", fallback: bool = True,
+                  pipeline: str | None = None) -> CompiledModel:
+    """Compile ``model`` (an ``nn.Module`` or ``fx.GraphModule``) for
+    ``example_inputs`` (a tensor or a tuple/list of arguments).
+
+    ``target``: ``"cpu"`` (default), ``"interpret"`` or ``"cuda"``.
+    ``fallback``: run operators without a lowering in eager (with one
+    ``PolyirFallbackWarning``); when false they raise ``polyir.UnsupportedOp``.
+    ``pipeline``: a pass pipeline string run on every lowered module.
+
+    Returns a :class:`CompiledModel`; it is compiled for the example inputs
+    now, so unsupported operators and lowering errors surface here.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"polyir.compile takes an nn.Module or fx.GraphModule, not {type(model).__name__}")
+    args = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
+    compiled = CompiledModel(model, target=target, fallback=fallback, pipeline=pipeline)
+    compiled.plan_for(args)
+    return compiled

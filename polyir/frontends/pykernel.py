@@ -1,0 +1,219 @@
+"""``@polyir.kernel``: compile plain Python loop nests and run them in place.
+
+Usage::
+
+    @polyir.kernel
+    def gemm(C, A, B, alpha, beta):
+        n, m = C.shape
+        for i in range(n):
+            for j in range(m):
+                C[i, j] *= beta
+                for k in range(A.shape[1]):
+                    C[i, j] += alpha * A[i, k] * B[k, j]
+
+    gemm(C, A, B, 1.5, 0.5)          # compiles for these dtypes/ranks, runs in place
+    gemm.ir(C, A, B, 1.5, 0.5)       # the IR Module (entry params = Python params)
+    gemm.compile_for(C, A, B, 1.5, 0.5, target="cpu")   # the artifact, not run
+
+``polyir.kernel(target=..., pipeline=..., specialize=...)`` sets options. One
+compiled version serves every size (sizes are symbols) unless
+``specialize=True``. See docs/kernel.md for the accepted subset.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import types
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from polyir.errors import ArgumentError
+from polyir.frontends.pyast import ArgSpec, lower_kernel
+from polyir.frontends.pycheck import KernelSource, check_syntax, load_source
+from polyir.ir.nodes import Assign, For, If, Module, Node
+from polyir.ir.types import DType
+from polyir.target import Target, resolve
+
+_IR_CACHE: dict[tuple[Any, ...], Module] = {}
+_IR_CACHE_LIMIT = 512
+
+
+def kernel(func: Callable[..., Any] | None = None, *, target: Target | str | None = "cpu",
+           pipeline: str | None = None, specialize: bool = False) -> Any:
+    """Decorator: ``@kernel`` or ``@kernel(target=..., pipeline=..., specialize=...)``.
+
+    ``target`` is what calling the kernel builds for (default ``"cpu"``, the
+    native backend; ``"interpret"`` runs the reference interpreter);
+    ``pipeline`` is a pass pipeline string run on the IR before building;
+    ``specialize=True`` compiles with sizes and integer arguments as constants.
+    Raises ``polyir.UnsupportedSyntax`` at decoration for constructs outside the
+    subset.
+    """
+    def wrap(f: Callable[..., Any]) -> Kernel:
+        return Kernel(f, target=target, pipeline=pipeline, specialize=specialize)
+    return wrap if func is None else wrap(func)
+
+
+@dataclass(frozen=True)
+class _Argument:
+    spec: ArgSpec
+    runtime: Any               # what the executable receives
+    original: Any = None       # the caller's array, when ``runtime`` is a contiguous copy
+
+
+class Kernel:
+    """A compiled-on-call Python kernel; see the module docstring."""
+
+    def __init__(self, func: Callable[..., Any], *, target: Target | str | None = "cpu",
+                 pipeline: str | None = None, specialize: bool = False):
+        self.py_func = func
+        self.target = target
+        self.pipeline = pipeline
+        self.specialize = bool(specialize)
+        self._source: KernelSource = load_source(func)
+        check_syntax(self._source)
+        self._signature = inspect.signature(func)
+        self._cache: dict[tuple[Any, ...], Any] = {}
+        functools.update_wrapper(self, func)
+
+    def __repr__(self) -> str:
+        return f"<polyir.kernel {self.py_func.__qualname__} target={self.target!r}>"
+
+    # -- public API -------------------------------------------------------
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        """Compile for these arguments (cached) and run in place; returns ``None``."""
+        arguments = self._prepare(args, kwargs)
+        specs = tuple(a.spec for a in arguments)
+        executable = self._executable(specs, self.target)
+        self._check_writable(arguments, executable.ir)
+        executable(*(a.runtime for a in arguments))
+        for argument in arguments:
+            if argument.original is not None:
+                np.copyto(argument.original, argument.runtime)
+
+    def ir(self, *args: Any, **kwargs: Any) -> Module:
+        """The frontend's IR for these arguments (before any pipeline)."""
+        return self._module(tuple(a.spec for a in self._prepare(args, kwargs)))
+
+    def compile_for(self, *args: Any, target: Target | str | None = None, **kwargs: Any) -> Any:
+        """The compiled artifact (``driver.build`` result) for these arguments, not run."""
+        specs = tuple(a.spec for a in self._prepare(args, kwargs))
+        return self._executable(specs, self.target if target is None else target)
+
+    @property
+    def cache(self) -> Mapping[tuple[Any, ...], Any]:
+        """Compiled versions, keyed by (argument specs, target, pipeline)."""
+        return types.MappingProxyType(self._cache)
+
+    # -- compilation ------------------------------------------------------
+    def _module(self, specs: tuple[ArgSpec, ...]) -> Module:
+        src = self._source
+        key = (src.text, src.filename, src.first_line, specs, tuple(sorted(_global_identity(src))))
+        module = _IR_CACHE.get(key)
+        if module is None:
+            module = lower_kernel(src, specs)
+            from polyir.ir.verifier import verify
+            verify(module)
+            if len(_IR_CACHE) >= _IR_CACHE_LIMIT:
+                _IR_CACHE.pop(next(iter(_IR_CACHE)))
+            _IR_CACHE[key] = module
+        return module
+
+    def _executable(self, specs: tuple[ArgSpec, ...], target: Target | str | None) -> Any:
+        resolved = resolve(target)
+        key = (specs, resolved, self.pipeline)
+        executable = self._cache.get(key)
+        if executable is None:
+            from polyir.driver import build
+            module = self._module(specs)
+            if self.pipeline:
+                from polyir import transform
+                module = transform(module, self.pipeline)
+            executable = build(module, resolved)
+            self._cache[key] = executable
+        return executable
+
+    # -- arguments --------------------------------------------------------
+    def _prepare(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[_Argument]:
+        name = self.py_func.__name__
+        try:
+            bound = self._signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise ArgumentError(f"kernel '{name}': {exc}") from None
+        bound.apply_defaults()
+        return [self._argument(param, value) for param, value in bound.arguments.items()]
+
+    def _argument(self, param: str, value: Any) -> _Argument:
+        where = f"argument '{param}' of kernel '{self.py_func.__name__}'"
+        if type(value).__module__.split(".")[0] == "torch" and hasattr(value, "detach"):
+            value = _torch_to_numpy(value, where)
+        if isinstance(value, np.ndarray):
+            try:
+                dtype = DType.from_numpy(value.dtype)
+            except KeyError:
+                raise ArgumentError(f"{where}: unsupported array dtype {value.dtype}") from None
+            shape = tuple(int(s) for s in value.shape) if self.specialize else None
+            spec = ArgSpec("array", dtype, value.ndim, shape=shape)
+            if value.flags.c_contiguous:
+                return _Argument(spec, value)
+            return _Argument(spec, np.ascontiguousarray(value), original=value)
+        if isinstance(value, (bool, np.bool_)):
+            raise ArgumentError(f"{where}: bool scalars are not supported; pass an int")
+        if isinstance(value, (int, np.integer)):
+            spec = ArgSpec("int", value=int(value) if self.specialize else None)
+            return _Argument(spec, int(value))
+        if type(value) is float:
+            return _Argument(ArgSpec("scalar", DType.F64, weak=True), value)
+        if isinstance(value, np.floating):
+            try:
+                dtype = DType.from_numpy(value.dtype)
+            except KeyError:
+                raise ArgumentError(f"{where}: unsupported scalar dtype {value.dtype}") from None
+            return _Argument(ArgSpec("scalar", dtype), np.asarray(value, dtype=value.dtype))
+        raise ArgumentError(f"{where}: expected a numpy array, a torch CPU tensor, an int or a "
+                            f"float, got {type(value).__name__}")
+
+    def _check_writable(self, arguments: list[_Argument], module: Module) -> None:
+        written = _written_buffers(module.entry.body)
+        for param, argument in zip(module.entry.params, arguments):
+            array = argument.original if argument.original is not None else argument.runtime
+            if param.name in written and isinstance(array, np.ndarray) and not array.flags.writeable:
+                raise ArgumentError(f"argument '{param.name}' of kernel '{self.py_func.__name__}' "
+                                    f"is read-only but the kernel writes it")
+
+
+def _torch_to_numpy(tensor: Any, where: str) -> np.ndarray:
+    if tensor.device.type != "cpu":
+        raise ArgumentError(f"{where}: only CPU tensors are supported, got device {tensor.device}")
+    try:
+        return tensor.detach().numpy()
+    except (TypeError, RuntimeError) as exc:
+        raise ArgumentError(f"{where}: tensor of dtype {tensor.dtype} has no numpy view ({exc})") from None
+
+
+def _written_buffers(body: tuple[Node, ...]) -> set[str]:
+    found: set[str] = set()
+    for node in body:
+        if isinstance(node, Assign):
+            found.add(node.buffer)
+        elif isinstance(node, For):
+            found |= _written_buffers(node.body)
+        elif isinstance(node, If):
+            found |= _written_buffers(node.then_body) | _written_buffers(node.else_body)
+    return found
+
+
+def _global_identity(src: KernelSource) -> set[tuple[str, str]]:
+    """What the kernel's global names resolve to (part of the cache key)."""
+    names = {n.id for n in _walk_names(src.tree)} - src.locals
+    return {(name, repr(src.resolve_global(name))) for name in names}
+
+
+def _walk_names(tree: Any) -> list[Any]:
+    import ast
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Name)]
+
+
+__all__ = ["Kernel", "kernel"]

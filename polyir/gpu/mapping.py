@@ -1,0 +1,391 @@
+"""GPU mapping: outline kernels, map parallel loops to blocks and threads.
+
+``map_module(module, options)`` turns every top-level node of every host
+function into one ``kernel`` function and one ``Launch`` in the host, so the
+host body becomes a sequence of launches (existing ``Launch`` nodes and
+kernels are kept). For one top-level nest:
+
+* The *band*: the outermost perfectly nested loops marked ``parallel`` (at
+  most 3) whose bounds depend on size symbols only.
+* **Flat mode** (nothing parallel below the band, no fragments, no shared
+  buffer): the band is tiled by the block sizes; each thread runs one band
+  iteration ``i = lo + step * (B * block + thread)`` under a guard
+  ``if (i < N, ...)``; the rest of the nest runs sequentially in that thread.
+  A nest with no parallel loop at all becomes a *single-thread kernel*
+  (grid 1, block 1): correct, slow, and it keeps everything on the GPU.
+* **Cooperative mode** (parallel loops below the band, fragment operations,
+  or buffers placed in shared memory): each band iteration is one block.
+  Inside, parallel loop nests become *phases* distributed cyclically over the
+  block's threads (``for i = lo + s*t to hi step s*T``); sequential loops and
+  ``if``s around phases run in every thread (their bounds are uniform);
+  other statements run in thread 0 only; fragment operations run in every
+  thread (they are warp-collective; blocks of fragment nests are one warp).
+  Barriers are placed by ``polyir.gpu.barriers`` wherever two phases may
+  touch the same shared or global element from different threads.
+
+Local buffers used by one nest only move into its kernel: ``@shared`` ones
+(or those named in ``options.shared``) as block-shared memory, ``@local`` and
+scalar temporaries as per-thread registers (a scalar read outside phases in
+cooperative mode becomes a shared scalar), fragments as fragments. Other
+locals stay in the host and are passed to the kernels as global memory.
+
+Kernel parameters are the buffers the nest uses (host parameters first) and
+one explicit ``Symbol`` for every size symbol the kernel needs (in bounds or
+in buffer shapes), so a kernel never derives sizes from arrays.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from math import prod
+
+from polyir.errors import CompileError
+from polyir.gpu.barriers import Access, BlockContext, schedule_block
+from polyir.gpu.rewrite import (
+    FRAGMENT_NODES,
+    buffers_used,
+    contains,
+    contains_parallel_loop,
+    fresh_name,
+    guard,
+    substitute,
+    used_variables,
+    walk_nodes,
+)
+from polyir.ir.affine import Aff, Constraint
+from polyir.ir.nodes import Assign, Barrier, Buffer, For, Function, If, Launch, Module, Node, Symbol
+from polyir.ir.types import MemorySpace
+
+STATIC_SHARED_LIMIT = 48 * 1024
+"""Bytes of static shared memory a kernel may declare; above it the launch asks
+for dynamic shared memory (``Launch.shared_bytes``)."""
+
+DEFAULT_BLOCKS = {0: (1, 1, 1), 1: (256, 1, 1), 2: (32, 8, 1), 3: (32, 4, 2)}
+WARP = 32
+
+
+@dataclass(frozen=True)
+class MapOptions:
+    """Options of the mapping.
+
+    ``block_sizes``: threads per block along x, y, z (missing ones are 1);
+    empty means automatic (256; 32x8; 32x4x2 by the depth of the parallel
+    nests; one warp for fragment nests). ``shared``: names of local buffers
+    to place in shared memory. ``max_grid_dims``: at most this many band loops
+    become grid dimensions.
+    """
+
+    block_sizes: tuple[int, ...] = ()
+    shared: tuple[str, ...] = ()
+    max_grid_dims: int = 3
+
+    def __post_init__(self) -> None:
+        if len(self.block_sizes) > 3 or any(b <= 0 for b in self.block_sizes):
+            raise ValueError(f"block_sizes must be 1 to 3 positive ints, not {self.block_sizes}")
+        if prod(self.block_sizes) > 1024:
+            raise ValueError(f"block_sizes {self.block_sizes} exceed 1024 threads per block")
+        if not 0 <= self.max_grid_dims <= 3:
+            raise ValueError(f"max_grid_dims must be 0..3, not {self.max_grid_dims}")
+
+
+def map_module(module: Module, options: MapOptions | None = None) -> Module:
+    """``module`` with every host function's nests outlined into mapped kernels."""
+    options = options or MapOptions()
+    taken = {f.name for f in module.functions}
+    functions: list[Function] = []
+    for function in module.functions:
+        if function.kind != "host":
+            functions.append(function)
+            continue
+        host, kernels = map_function(function, options, taken)
+        functions.append(host)
+        functions.extend(kernels)
+    return Module(tuple(functions))
+
+
+def map_function(function: Function, options: MapOptions,
+                 taken: set[str]) -> tuple[Function, list[Function]]:
+    """The host function (a sequence of launches) and the kernels it launches."""
+    groups = _group_top_level(function)
+    users: dict[str, int] = {}
+    for group in groups:
+        if is_launch_code(group[0]):
+            names = {a for n in walk_nodes(group) if isinstance(n, Launch) for a in n.args}
+        else:
+            names = buffers_used(group)
+        for name in names:
+            users[name] = users.get(name, 0) + 1
+    host_locals = {b.name: b for b in function.locals}
+    moved: set[str] = set()
+    kernels: list[Function] = []
+    body: list[Node] = []
+    for group in groups:
+        if is_launch_code(group[0]):
+            body.append(group[0])
+            continue
+        own_locals = [host_locals[n] for n in sorted(buffers_used(group))
+                      if n in host_locals and users[n] == 1]
+        name = fresh_name(f"{function.name}_k{len(kernels)}", taken)
+        kernel, launch, kept_local, nonempty = _outline(function, group, name, own_locals, options)
+        moved |= {b.name for b in own_locals} - kept_local
+        kernels.append(kernel)
+        body.extend(guard(nonempty, (launch,)))
+    locals_left = tuple(
+        b if b.space in (MemorySpace.GLOBAL, MemorySpace.LOCAL) else replace(b, space=MemorySpace.GLOBAL)
+        for b in function.locals if b.name not in moved and users.get(b.name, 0) > 0)
+    return replace(function, body=tuple(body), locals=locals_left), kernels
+
+
+def _group_top_level(function: Function) -> list[tuple[Node, ...]]:
+    """Top-level nodes, one group per kernel: each loop or ``if`` alone, runs of
+    plain statements together, each ``Launch`` alone."""
+    groups: list[tuple[Node, ...]] = []
+    run: list[Node] = []
+    for node in function.body:
+        if isinstance(node, Barrier):
+            raise CompileError(f"function '{function.name}': barrier outside a kernel")
+        if isinstance(node, (For, If, Launch)):
+            if run:
+                groups.append(tuple(run))
+                run = []
+            groups.append((node,))
+        else:
+            run.append(node)
+    if run:
+        groups.append(tuple(run))
+    for group in groups:
+        if is_launch_code(group[0]):
+            continue
+        for node in walk_nodes(group):
+            if isinstance(node, For) and node.mapping is not None:
+                raise CompileError(f"function '{function.name}': loop '{node.var}' is already "
+                                   f"mapped to gpu={node.mapping} in a host function; write it "
+                                   f"as a kernel with a launch")
+            if isinstance(node, Launch) and len(group) > 1 or (
+                    isinstance(node, Launch) and node is not group[0]):
+                raise CompileError(f"function '{function.name}': launch of '{node.kernel}' "
+                                   f"inside a loop or if")
+    return groups
+
+
+def is_launch_code(node: Node) -> bool:
+    """True for a ``Launch``, or an ``if`` whose branches hold only launch code
+    (the guard the mapping puts around launches whose grid may be empty)."""
+    if isinstance(node, Launch):
+        return True
+    return isinstance(node, If) and all(is_launch_code(n) for n in (*node.then_body, *node.else_body))
+
+
+# ------------------------------------------------------------------ outlining
+@dataclass
+class _Plan:
+    band: list[For]
+    inner: tuple[Node, ...]
+    cooperative: bool
+    block: tuple[int, int, int]
+    has_fragments: bool
+    shared_names: set[str] = field(default_factory=set)
+
+
+def _band(group: tuple[Node, ...], symbols: set[str], limit: int) -> list[For]:
+    band: list[For] = []
+    nodes = group
+    while len(band) < limit and len(nodes) == 1 and isinstance(nodes[0], For):
+        loop = nodes[0]
+        bound_vars = set().union(*(a.variables() for a in (*loop.lower, *loop.upper)))
+        if not loop.parallel or not bound_vars <= symbols:
+            break
+        if loop.step != 1 and len(loop.lower) > 1:
+            break
+        band.append(loop)
+        nodes = loop.body
+    return band
+
+
+def _parallel_depth(nodes: tuple[Node, ...]) -> int:
+    """Deepest perfect nest of parallel loops (capped at 3) among the phases of
+    ``nodes`` (looking through sequential loops and ifs)."""
+    depth = 0
+    for node in nodes:
+        if isinstance(node, For) and node.parallel:
+            d, loop = 1, node
+            while d < 3 and len(loop.body) == 1 and isinstance(loop.body[0], For) \
+                    and loop.body[0].parallel:
+                d, loop = d + 1, loop.body[0]
+            depth = max(depth, d)
+        elif isinstance(node, For):
+            depth = max(depth, _parallel_depth(node.body))
+        elif isinstance(node, If):
+            depth = max(depth, _parallel_depth(node.then_body), _parallel_depth(node.else_body))
+    return depth
+
+
+def _plan(function: Function, group: tuple[Node, ...], own_locals: list[Buffer],
+          options: MapOptions) -> _Plan:
+    symbols = set(function.symbols)
+    band = _band(group, symbols, options.max_grid_dims)
+    inner = band[-1].body if band else group
+    has_fragments = contains(group, FRAGMENT_NODES)
+    shared_names = {b.name for b in own_locals
+                    if b.space is MemorySpace.SHARED or b.name in options.shared}
+    cooperative = contains_parallel_loop(inner) or has_fragments or bool(shared_names)
+    if options.block_sizes:
+        sizes = tuple(options.block_sizes) + (1,) * (3 - len(options.block_sizes))
+    elif cooperative:
+        sizes = (WARP, 1, 1) if has_fragments else DEFAULT_BLOCKS[max(1, _parallel_depth(inner))]
+    else:
+        sizes = DEFAULT_BLOCKS[len(band)]
+    if not cooperative:  # one band iteration per thread: unused dimensions must be 1
+        sizes = tuple(size if dim < len(band) else 1 for dim, size in enumerate(sizes))
+    if has_fragments and sizes[0] % WARP:
+        raise CompileError(f"function '{function.name}': a nest with fragment operations needs "
+                           f"block x size a multiple of {WARP}, not {sizes[0]}")
+    block = (sizes[0], sizes[1], sizes[2])
+    return _Plan(band, inner, cooperative, block, has_fragments, shared_names)
+
+
+def _outline(function: Function, group: tuple[Node, ...], name: str, own_locals: list[Buffer],
+             options: MapOptions) -> tuple[Function, Launch, set[str], list[Constraint]]:
+    """One kernel and its launch for ``group``; also the own locals left in the
+    host and the conditions under which the grid is not empty (when they are
+    not always true: a grid size must not be negative)."""
+    plan = _plan(function, group, own_locals, options)
+    names = used_variables(group) | set(function.buffers) | set(function.symbols)
+    rank = max(1, len(plan.band), max((i + 1 for i, b in enumerate(plan.block) if b > 1), default=1))
+    block_vars = [fresh_name(f"b{axis}", names) for axis in "xyz"[:rank]]
+    thread_vars = [fresh_name(f"t{axis}", names) for axis in "xyz"[:rank]]
+
+    grid: list[Aff] = [Aff.const(1)] * 3
+    mapping: dict[str, Aff] = {}
+    guards: list[Constraint] = []
+    nonempty: list[Constraint] = []
+    for k, loop in enumerate(plan.band):
+        dim = len(plan.band) - 1 - k  # innermost band loop -> x
+        step, lo = loop.step, loop.lower[0]
+        if plan.cooperative:
+            per_block = step
+            base = lo + step * Aff.var(block_vars[dim])
+        else:
+            per_block = step * plan.block[dim]
+            base = lo + step * (plan.block[dim] * Aff.var(block_vars[dim]) + Aff.var(thread_vars[dim]))
+        grid[dim] = (loop.upper[0] - lo + per_block - 1) // per_block
+        if not _nonnegative(loop.upper[0] - lo):
+            nonempty.append(Constraint(loop.upper[0], ">", lo))
+        mapping[loop.var] = base
+        guards += [Constraint(base, "<", u) for u in loop.upper]
+        guards += [Constraint(base, ">=", extra) for extra in loop.lower[1:]]
+    inner = substitute(plan.inner, mapping)
+
+    kernel_locals, kept_local = _kernel_locals(function, group, own_locals, plan)
+    if plan.cooperative:
+        private = {b.name for b in kernel_locals
+                   if b.space in (MemorySpace.LOCAL, MemorySpace.FRAGMENT)}
+        context = BlockContext(thread_vars=tuple(thread_vars), block=plan.block[:rank],
+                               uniform=frozenset(function.symbols) | frozenset(block_vars),
+                               private=frozenset(private))
+        per_thread = schedule_block(inner, context)
+        body = guard(guards, per_thread)
+    else:
+        body = guard(guards, inner)
+    for dim in range(rank):
+        body = (For(thread_vars[dim], (Aff.const(0),), (Aff.const(plan.block[dim]),), body,
+                    mapping=f"thread.{'xyz'[dim]}"),)
+    for dim in range(rank):
+        body = (For(block_vars[dim], (Aff.const(0),), (grid[dim],), body,
+                    mapping=f"block.{'xyz'[dim]}"),)
+    # Outermost to innermost: block.z .. block.x, thread.z .. thread.x.
+
+    params = _kernel_params(function, body, kernel_locals)
+    shared_total = sum(_buffer_bytes(b) for b in kernel_locals if b.space is MemorySpace.SHARED)
+    kernel = Function(name, tuple(params), body, tuple(kernel_locals), kind="kernel")
+    launch = Launch(name, (grid[0], grid[1], grid[2]), plan.block, tuple(p.name for p in params),
+                    shared_total if shared_total > STATIC_SHARED_LIMIT else 0)
+    return kernel, launch, kept_local, nonempty
+
+
+def _nonnegative(extent: Aff) -> bool:
+    """True when ``extent`` (in size symbols) is >= 0 for all symbols >= 0."""
+    return extent.is_linear and extent.constant >= 0 and all(c >= 0 for _, c in extent.terms)
+
+
+def _kernel_locals(function: Function, group: tuple[Node, ...], own_locals: list[Buffer],
+                   plan: _Plan) -> tuple[list[Buffer], set[str]]:
+    """Locals that move into the kernel (with their new space), and the names of
+    own locals that stay in the host as global memory."""
+    moved: list[Buffer] = []
+    kept: set[str] = set()
+    phase_only = _phase_only_buffers(plan.inner) if plan.cooperative else None
+    for b in own_locals:
+        constant = all(d.is_constant for d in b.shape)
+        if b.space is MemorySpace.FRAGMENT:
+            moved.append(b)
+        elif b.name in plan.shared_names:
+            if not constant:
+                raise CompileError(f"function '{function.name}': buffer '{b.name}' has a "
+                                   f"symbolic shape and cannot live in shared memory")
+            moved.append(replace(b, space=MemorySpace.SHARED))
+        elif b.space is MemorySpace.LOCAL and constant and b.shape:
+            moved.append(b)
+        elif not b.shape:
+            private = phase_only is None or b.name in phase_only
+            moved.append(replace(b, space=MemorySpace.LOCAL if private else MemorySpace.SHARED))
+        else:
+            kept.add(b.name)
+    return moved, kept
+
+
+def _phase_only_buffers(nodes: tuple[Node, ...]) -> set[str]:
+    """Buffers touched only inside parallel loops (phases), never at block level."""
+    inside: set[str] = set()
+    outside: set[str] = set()
+    for node in nodes:
+        if isinstance(node, For) and node.parallel:
+            inside |= buffers_used((node,))
+        elif isinstance(node, For):
+            inside |= _phase_only_buffers(node.body)
+            outside |= buffers_used(node.body) - _phase_only_buffers(node.body)
+        elif isinstance(node, If):
+            for branch in (node.then_body, node.else_body):
+                only = _phase_only_buffers(branch)
+                inside |= only
+                outside |= buffers_used(branch) - only
+        else:
+            outside |= buffers_used((node,))
+    return inside - outside
+
+
+def _kernel_params(function: Function, body: tuple[Node, ...],
+                   kernel_locals: list[Buffer]) -> list[Buffer | Symbol]:
+    local_names = {b.name for b in kernel_locals}
+    used = buffers_used(body) - local_names
+    available = function.buffers
+    buffers = [p for p in function.params if isinstance(p, Buffer) and p.name in used]
+    buffers += [replace(b, space=MemorySpace.GLOBAL) for b in function.locals
+                if b.name in used and b.name not in local_names]
+    missing = used - {b.name for b in buffers}
+    if missing:
+        raise CompileError(f"function '{function.name}': unknown buffers {sorted(missing)}")
+    needed = used_variables(body) - _bound(body)
+    for b in [*buffers, *kernel_locals]:
+        for dim in b.shape:
+            needed |= dim.variables()
+    unknown = needed - set(function.symbols)
+    if unknown:
+        raise CompileError(f"function '{function.name}': variables {sorted(unknown)} are "
+                           f"neither loop variables nor size symbols")
+    symbols = [Symbol(s) for s in function.symbols if s in needed]
+    del available
+    return [*buffers, *symbols]
+
+
+def _bound(nodes: tuple[Node, ...]) -> set[str]:
+    return {n.var for n in walk_nodes(nodes) if isinstance(n, For)}
+
+
+def _buffer_bytes(buffer: Buffer) -> int:
+    count = prod(d.constant for d in buffer.shape) if buffer.shape else 1
+    bits = 32 if buffer.dtype.value == "bf16" else max(8, buffer.dtype.bits)
+    return count * bits // 8
+
+
+__all__ = ["MapOptions", "map_module", "map_function", "STATIC_SHARED_LIMIT", "Access",
+           "Assign"]

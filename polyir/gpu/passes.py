@@ -1,0 +1,31 @@
+"""The registered ``gpu-map`` pass (see ``polyir.gpu.mapping``).
+
+Pipeline form: ``gpu-map{block_sizes=32,8 shared=At,Bt max_grid_dims=2}``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from polyir.gpu.mapping import MapOptions, map_module
+from polyir.ir.nodes import Module
+from polyir.passes import register_pass
+
+
+@register_pass("gpu-map")
+@dataclass(frozen=True)
+class GpuMap:
+    """Outline every top-level nest of the host functions into a GPU kernel and a
+    launch; map parallel loops to blocks and threads, place ``shared`` buffers
+    in shared memory, insert the barriers dependences need.
+
+    ``block_sizes``: threads per block (x, y, z), empty = automatic.
+    ``shared``: local buffers to place in shared memory.
+    ``max_grid_dims``: how many outer parallel loops may become grid dimensions.
+    """
+
+    block_sizes: tuple[int, ...] = ()
+    shared: tuple[str, ...] = ()
+    max_grid_dims: int = 3
+
+    def run(self, module: Module) -> Module:
+        return map_module(module, MapOptions(self.block_sizes, self.shared, self.max_grid_dims))

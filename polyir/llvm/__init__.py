@@ -1,0 +1,1 @@
+"""IR -> LLVM IR lowering shared by the CPU and NVPTX backends (see ``lower``)."""

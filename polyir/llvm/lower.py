@@ -1,0 +1,533 @@
+"""Lower polyir functions to LLVM IR (llvmlite), shared by the CPU and NVPTX backends.
+
+Entry points
+------------
+``lower_function(llvm_module, function, hooks, llvm_name=None) -> LoweredFunction``
+    Adds one polyir ``Function`` to an ``llvmlite.ir.Module``. The LLVM signature
+    is :func:`signature` (``LoweredFunction.params``): every ``Buffer``
+    parameter is a ``noalias`` pointer (address space ``hooks.address_space``)
+    to row-major elements of ``hooks.storage_type(dtype)``; every ``Symbol``
+    parameter an ``i64``; then the symbols that only appear in parameter
+    shapes (``Function.symbols`` order) as ``i64``; then
+    ``hooks.function_params(function)``. It returns ``i32`` status (0, or 1
+    when a heap local could not be allocated) when ``hooks.returns_status``,
+    else ``void``.
+``lower_module(module, hooks, names=None) -> (llvm_module, {name: LoweredFunction})``
+    The same for several functions of a module (default: all).
+
+Values: f16/bf16 are computed in ``float`` and rounded on store (bf16 storage
+is ``float`` rounded to bfloat16, ties to even, as host arrays hold it); bool
+is ``i1`` in registers and ``i8`` in memory; loop variables and symbols are
+``i64``. Affine ``//`` and ``%`` floor; integer ``/`` and ``%`` truncate (a
+zero divisor gives 0, ``MIN / -1`` wraps, as numpy does; nothing traps).
+
+Target hooks (``polyir.llvm.hooks.LoweringHooks``; subclass to retarget)
+-----------------------------------------------------------------------
+* ``returns_status`` (attribute)             i32 status return vs ``void``.
+* ``address_space(space) -> int``            pointer address space per MemorySpace.
+* ``pointer_type(space) -> ir.PointerType``
+* ``storage_type(dtype) -> ir.Type``         element type in memory.
+* ``load_convert(lowerer, dtype, raw)``      storage -> compute value.
+* ``store_convert(lowerer, dtype, value)``   compute -> storage value.
+* ``function_params(function)``              extra trailing (name, ir.Type) params.
+* ``prepare_function(lowerer)``              after the entry block exists
+                                             (attributes, kernel metadata).
+* ``math_call(lowerer, fn, args, dtype)``    a math ``Call`` on floats; ``None``
+                                             = default (LLVM intrinsics, erff/erf).
+* ``allocate_local(lowerer, buffer)``        pointer for a local, ``None`` =
+                                             default (stack / zeroed heap);
+                                             FRAGMENT locals raise by default.
+* ``lower_parallel_loop(lowerer, loop)``     outermost ``parallel`` loop without
+                                             mapping (default: serial; CPU outlines).
+* ``lower_mapped_loop(lowerer, loop)``       ``gpu=block.*/thread.*`` loops.
+* ``lower_barrier(lowerer, node)``, ``lower_fragment(lowerer, node)`` (any
+  ``Fragment*`` node), ``lower_launch(lowerer, node)``: raise ``CompileError``
+  naming the construct by default; a GPU backend overrides them.
+
+What hooks may use on ``FunctionLowerer`` (stable): ``builder``, ``function``
+(polyir), ``llfunc``, ``llvm_module``, ``hooks``, ``vars`` (name -> i64 value),
+``buffers`` (name -> ``BufferBinding``), ``parallel_depth``, ``aff(a)``,
+``expr(e)``, ``typed_expr(e) -> (value, dtype)``, ``condition(constraints)``,
+``loop_bounds(loop) -> (lo, hi)``, ``element_pointer(name, indices)``,
+``load(name, indices)``, ``store(name, indices, value)``, ``bind(name, value)``,
+``bind_buffer(buffer, pointer)``, ``allocate_locals(buffers)``,
+``lower_body(nodes)``, ``lower_serial_loop(loop)``,
+``emit_range_loop(lo, hi, step, body, name)``, ``entry_alloca(type, name)``,
+``intrinsic(name, ret, args)``, ``declare(name, ret, args)``,
+``round_bf16(value)``, ``finish()``; and :func:`buffers_used`,
+:func:`signature`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
+
+from llvmlite import ir
+
+from polyir.errors import CompileError
+from polyir.ir.affine import Aff, Constraint, FloorDiv, Mod
+from polyir.ir.nodes import Assign, Barrier, Buffer, For, FragmentFill, FragmentLoad, \
+    FragmentMMA, FragmentStore, Function, If, Launch, Load, Module, Node, Symbol
+from polyir.ir.types import MemorySpace
+from polyir.llvm.exprs import ExprLowering, walk_expr
+from polyir.llvm.hooks import I1, I32, I64, STACK_LIMIT_BYTES, LoweringHooks, where
+
+__all__ = ["LoweringHooks", "FunctionLowerer", "BufferBinding", "LoweredFunction",
+           "lower_function", "lower_module", "signature", "buffers_used"]
+
+
+@dataclass
+class BufferBinding:
+    """A buffer visible in the function being lowered: its pointer and strides."""
+
+    buffer: Buffer
+    pointer: ir.Value
+    strides: list[ir.Value]
+
+
+@dataclass(frozen=True)
+class ParamSlot:
+    """One LLVM parameter: ``kind`` is ``buffer``, ``symbol`` or ``extra``."""
+
+    kind: str
+    name: str
+
+
+@dataclass
+class LoweredFunction:
+    """A polyir function lowered into an LLVM module."""
+
+    function: Function
+    llvm_name: str
+    params: list[ParamSlot]
+    outlined: list[str] = field(default_factory=list)
+
+
+def signature(function: Function, hooks: LoweringHooks) -> list[ParamSlot]:
+    """The LLVM parameters of ``function`` in order (see the module docstring)."""
+    slots: list[ParamSlot] = []
+    for p in function.params:
+        slots.append(ParamSlot("buffer" if isinstance(p, Buffer) else "symbol", p.name))
+    explicit = {p.name for p in function.params if isinstance(p, Symbol)}
+    slots += [ParamSlot("symbol", s) for s in function.symbols if s not in explicit]
+    slots += [ParamSlot("extra", name) for name, _ in hooks.function_params(function)]
+    return slots
+
+
+def buffers_used(nodes: Iterable[Node]) -> set[str]:
+    """Names of every buffer read or written anywhere in ``nodes``."""
+    found: set[str] = set()
+
+    def expr_buffers(e: object) -> None:
+        for sub in walk_expr(e):
+            if isinstance(sub, Load):
+                found.add(sub.buffer)
+
+    for node in nodes:
+        if isinstance(node, Assign):
+            found.add(node.buffer)
+            expr_buffers(node.value)
+            for idx in node.indices:
+                expr_buffers(idx)
+        elif isinstance(node, For):
+            found |= buffers_used(node.body)
+        elif isinstance(node, If):
+            found |= buffers_used(node.then_body) | buffers_used(node.else_body)
+        elif isinstance(node, FragmentFill):
+            found.add(node.fragment)
+            expr_buffers(node.value)
+        elif isinstance(node, FragmentLoad):
+            found |= {node.fragment, node.buffer}
+        elif isinstance(node, FragmentMMA):
+            found |= {node.result, node.a, node.b, node.acc}
+        elif isinstance(node, FragmentStore):
+            found |= {node.fragment, node.buffer}
+        elif isinstance(node, Launch):
+            found |= set(node.args)
+    return found
+
+
+class FunctionLowerer(ExprLowering):
+    """Emits the LLVM code of one polyir function (or of an outlined part of it)."""
+
+    def __init__(self, llvm_module: ir.Module, function: Function, llfunc: ir.Function,
+                 hooks: LoweringHooks):
+        self.llvm_module = llvm_module
+        self.function = function
+        self.llfunc = llfunc
+        self.hooks = hooks
+        self.vars: dict[str, ir.Value] = {}
+        self.buffers: dict[str, BufferBinding] = {}
+        self.parallel_depth = 0
+        self.outlined: list[str] = []
+        self._entry = llfunc.append_basic_block("entry")
+        self._body = llfunc.append_basic_block("body")
+        self.builder = ir.IRBuilder(self._body)
+        self._heap: list[ir.Value] = []
+        self._pending_failure: list[ir.Value] = []
+        self._oom: ir.Block | None = None
+
+    # ---------------------------------------------------------- bindings
+    def bind(self, name: str, value: ir.Value) -> ir.Value | None:
+        """Bind variable ``name`` (i64); returns the previous binding."""
+        previous = self.vars.get(name)
+        self.vars[name] = value
+        return previous
+
+    def unbind(self, name: str, previous: ir.Value | None) -> None:
+        if previous is None:
+            self.vars.pop(name, None)
+        else:
+            self.vars[name] = previous
+
+    def bind_buffer(self, buffer: Buffer, pointer: ir.Value) -> BufferBinding:
+        """Make ``buffer`` visible at ``pointer``; its strides are computed here."""
+        strides: list[ir.Value] = []
+        stride: ir.Value = ir.Constant(I64, 1)
+        for dim in reversed(buffer.shape[1:]):
+            strides.append(stride)
+            stride = self._mul_nsw(stride, self.aff(dim))
+        if buffer.shape:
+            strides.append(stride)
+        strides.reverse()
+        binding = BufferBinding(buffer, pointer, strides)
+        self.buffers[buffer.name] = binding
+        return binding
+
+    def entry_alloca(self, typ: ir.Type, name: str = "") -> ir.Value:
+        """An ``alloca`` in the entry block (so mem2reg/SROA can promote it), as an
+        opaque pointer."""
+        with self.builder.goto_block(self._entry):
+            slot = self.builder.alloca(typ, name=name)
+        slot.type = ir.PointerType()  # llvmlite types allocas as typed pointers
+        return slot
+
+    def element_count(self, buffer: Buffer) -> ir.Value:
+        count: ir.Value = ir.Constant(I64, 1)
+        for dim in buffer.shape:
+            count = self._mul_nsw(count, self.aff(dim))
+        return count
+
+    def allocate_locals(self, buffers: Sequence[Buffer]) -> None:
+        """Bind each local buffer to fresh zero-filled memory (hooks first)."""
+        for buffer in buffers:
+            pointer = self.hooks.allocate_local(self, buffer)
+            if pointer is None:
+                pointer = self._default_local(buffer)
+            self.bind_buffer(buffer, pointer)
+        self._check_allocations()
+
+    def _default_local(self, buffer: Buffer) -> ir.Value:
+        storage = self.hooks.storage_type(buffer.dtype)
+        elem_bytes = _byte_size(storage)
+        const_count = 1
+        constant = all(d.is_constant for d in buffer.shape)
+        if constant:
+            for d in buffer.shape:
+                const_count *= max(0, d.constant)
+        small = constant and const_count * elem_bytes <= STACK_LIMIT_BYTES
+        if not buffer.shape or (small and buffer.space in (MemorySpace.LOCAL, MemorySpace.SHARED)):
+            array = ir.ArrayType(storage, max(1, const_count))
+            slot = self.entry_alloca(array, name=buffer.name)
+            self.builder.store(ir.Constant(array, None), slot)
+            return slot
+        count = self.element_count(buffer)
+        calloc = self.declare("calloc", ir.PointerType(), [I64, I64])
+        pointer = self.builder.call(calloc, [count, ir.Constant(I64, elem_bytes)],
+                                    name=buffer.name)
+        self._heap.append(pointer)
+        is_null = self.builder.icmp_unsigned("==", pointer, ir.Constant(ir.PointerType(), None))
+        nonempty = self.builder.icmp_signed(">", count, ir.Constant(I64, 0))
+        self._pending_failure.append(self.builder.and_(is_null, nonempty))
+        return pointer
+
+    def _check_allocations(self) -> None:
+        """One branch to the out-of-memory path after all heap locals exist
+        (so that it can free every one of them)."""
+        if not self._pending_failure:
+            return
+        failed = self._pending_failure[0]
+        for other in self._pending_failure[1:]:
+            failed = self.builder.or_(failed, other)
+        self._pending_failure = []
+        ok = self.llfunc.append_basic_block("locals.ok")
+        self.builder.cbranch(failed, self.oom_block(), ok)
+        self.builder.position_at_end(ok)
+
+    def oom_block(self) -> ir.Block:
+        if self._oom is None:
+            self._oom = self.llfunc.append_basic_block("out_of_memory")
+        return self._oom
+
+    def finish(self) -> None:
+        """Free heap locals and return (status 0; 1 from the out-of-memory path)."""
+        self._free_heap()
+        self._return(0)
+        if self._oom is not None:
+            self.builder.position_at_end(self._oom)
+            self._free_heap()
+            self._return(1)
+        with self.builder.goto_block(self._entry):
+            self.builder.branch(self._body)
+
+    def _free_heap(self) -> None:
+        if self._heap:
+            free = self.declare("free", ir.VoidType(), [ir.PointerType()])
+            for pointer in self._heap:
+                self.builder.call(free, [pointer])
+
+    def _return(self, status: int) -> None:
+        if self.llfunc.function_type.return_type == I32:
+            self.builder.ret(ir.Constant(I32, status))
+        else:
+            self.builder.ret_void()
+
+    # ------------------------------------------------------- declarations
+    def declare(self, name: str, ret: ir.Type, args: Sequence[ir.Type]) -> ir.Function:
+        """An external function (declared once per module)."""
+        existing = self.llvm_module.globals.get(name)
+        if existing is not None:
+            return existing
+        return ir.Function(self.llvm_module, ir.FunctionType(ret, list(args)), name)
+
+    def intrinsic(self, name: str, ret: ir.Type, args: Sequence[ir.Type]) -> ir.Function:
+        """An LLVM intrinsic by its full mangled name, e.g. ``llvm.smax.i64``."""
+        return self.declare(name, ret, args)
+
+    # --------------------------------------------------------- addresses
+    def aff(self, a: Aff) -> ir.Value:
+        """An affine expression as an i64 value (floor semantics for // and %)."""
+        b = self.builder
+        total: ir.Value | None = None
+        for atom, coeff in a.terms:
+            if isinstance(atom, str):
+                value = self.var(atom)
+            elif isinstance(atom, FloorDiv):
+                value = self.floordiv(self.aff(atom.expr), atom.divisor)
+            else:
+                assert isinstance(atom, Mod)
+                value = self.floormod(self.aff(atom.expr), atom.divisor)
+            term = value if coeff == 1 else self._mul_nsw(value, ir.Constant(I64, coeff))
+            total = term if total is None else self._add_nsw(total, term)
+        if total is None:
+            return ir.Constant(I64, a.constant)
+        if a.constant:
+            total = self._add_nsw(total, ir.Constant(I64, a.constant))
+        return total
+
+    def floordiv(self, x: ir.Value, divisor: int) -> ir.Value:
+        """``floor(x / divisor)`` for a positive constant divisor."""
+        b = self.builder
+        if divisor == 1:
+            return x
+        negative = b.icmp_signed("<", x, ir.Constant(I64, 0))
+        adjusted = b.select(negative, b.sub(x, ir.Constant(I64, divisor - 1)), x)
+        return b.sdiv(adjusted, ir.Constant(I64, divisor))
+
+    def floormod(self, x: ir.Value, divisor: int) -> ir.Value:
+        """``x - divisor * floor(x / divisor)``, in ``[0, divisor)``."""
+        b = self.builder
+        rem = b.srem(x, ir.Constant(I64, divisor))
+        negative = b.icmp_signed("<", rem, ir.Constant(I64, 0))
+        return b.select(negative, b.add(rem, ir.Constant(I64, divisor)), rem)
+
+    def element_pointer(self, name: str, indices: Sequence[object]) -> ir.Value:
+        """Pointer to ``name[indices]`` (row-major)."""
+        binding = self.buffers.get(name)
+        if binding is None:
+            raise CompileError(f"function '{self.function.name}': unknown buffer '{name}'")
+        buffer = binding.buffer
+        if len(indices) != buffer.rank:
+            raise CompileError(f"function '{self.function.name}': buffer '{name}' has rank "
+                               f"{buffer.rank}, subscripted with {len(indices)} indices")
+        if not indices:
+            return binding.pointer
+        offset: ir.Value | None = None
+        for index, stride in zip(indices, binding.strides):
+            value = self.index_value(index)
+            if not (isinstance(stride, ir.Constant) and stride.constant == 1):
+                value = self._mul_nsw(value, stride)
+            offset = value if offset is None else self._add_nsw(offset, value)
+        storage = self.hooks.storage_type(buffer.dtype)
+        return self.builder.gep(binding.pointer, [offset], inbounds=True, source_etype=storage)
+
+    def load(self, name: str, indices: Sequence[object]) -> ir.Value:
+        """The compute value of ``name[indices]``."""
+        dtype = self.buffers[name].buffer.dtype if name in self.buffers else None
+        pointer = self.element_pointer(name, indices)
+        assert dtype is not None
+        raw = self.builder.load(pointer, typ=self.hooks.storage_type(dtype))
+        return self.hooks.load_convert(self, dtype, raw)
+
+    def store(self, name: str, indices: Sequence[object], value: ir.Value) -> None:
+        """Store compute value ``value`` to ``name[indices]`` (rounding f16/bf16)."""
+        pointer = self.element_pointer(name, indices)
+        dtype = self.buffers[name].buffer.dtype
+        self.builder.store(self.hooks.store_convert(self, dtype, value), pointer)
+
+    # ------------------------------------------------------------- nodes
+    def lower_body(self, nodes: Iterable[Node]) -> None:
+        for node in nodes:
+            self.lower_node(node)
+
+    def lower_node(self, node: Node) -> None:
+        if isinstance(node, Assign):
+            value, dtype = self.typed_expr(node.value)
+            target = self.buffers.get(node.buffer)
+            if target is not None and target.buffer.dtype is not dtype:
+                raise CompileError(f"{where(self.function, node)}: stores {dtype} into "
+                                   f"{target.buffer.dtype} buffer '{node.buffer}'")
+            self.store(node.buffer, node.indices, value)
+        elif isinstance(node, For):
+            if node.mapping is not None:
+                self.hooks.lower_mapped_loop(self, node)
+            elif node.parallel and self.parallel_depth == 0:
+                self.hooks.lower_parallel_loop(self, node)
+            else:
+                self.lower_serial_loop(node)
+        elif isinstance(node, If):
+            self.lower_if(node)
+        elif isinstance(node, Barrier):
+            self.hooks.lower_barrier(self, node)
+        elif isinstance(node, (FragmentFill, FragmentLoad, FragmentMMA, FragmentStore)):
+            self.hooks.lower_fragment(self, node)
+        elif isinstance(node, Launch):
+            self.hooks.lower_launch(self, node)
+        else:
+            raise CompileError(f"function '{self.function.name}': cannot lower "
+                               f"{type(node).__name__}")
+
+    def loop_bounds(self, loop: For) -> tuple[ir.Value, ir.Value]:
+        """``(max(lower), min(upper))`` as i64 values."""
+        if not loop.lower or not loop.upper:
+            raise CompileError(f"{where(self.function, loop)}: loop '{loop.var}' without bounds")
+        if loop.step <= 0:
+            raise CompileError(f"{where(self.function, loop)}: loop '{loop.var}' has "
+                               f"non-positive step {loop.step}")
+        lo = self.aff(loop.lower[0])
+        for extra in loop.lower[1:]:
+            lo = self.builder.call(self.intrinsic("llvm.smax.i64", I64, [I64, I64]),
+                                   [lo, self.aff(extra)])
+        hi = self.aff(loop.upper[0])
+        for extra in loop.upper[1:]:
+            hi = self.builder.call(self.intrinsic("llvm.smin.i64", I64, [I64, I64]),
+                                   [hi, self.aff(extra)])
+        return lo, hi
+
+    def lower_serial_loop(self, loop: For) -> None:
+        lo, hi = self.loop_bounds(loop)
+
+        def body(value: ir.Value) -> None:
+            previous = self.bind(loop.var, value)
+            self.lower_body(loop.body)
+            self.unbind(loop.var, previous)
+
+        self.emit_range_loop(lo, hi, loop.step, body, loop.var)
+
+    def emit_range_loop(self, lo: ir.Value, hi: ir.Value, step: int,
+                        body: Callable[[ir.Value], None], name: str = "i") -> None:
+        """``for (v = lo; v < hi; v += step) body(v)`` with a phi induction variable."""
+        b = self.builder
+        pre = b.block
+        header = self.llfunc.append_basic_block(f"{name}.header")
+        loop_body = self.llfunc.append_basic_block(f"{name}.body")
+        exit_block = self.llfunc.append_basic_block(f"{name}.exit")
+        b.branch(header)
+        b.position_at_end(header)
+        phi = b.phi(I64, name=name)
+        phi.add_incoming(lo, pre)
+        b.cbranch(b.icmp_signed("<", phi, hi), loop_body, exit_block)
+        b.position_at_end(loop_body)
+        body(phi)
+        following = self._add_nsw(phi, ir.Constant(I64, step))
+        phi.add_incoming(following, b.block)
+        b.branch(header)
+        b.position_at_end(exit_block)
+
+    def condition(self, constraints: Sequence[Constraint]) -> ir.Value:
+        """The conjunction of affine constraints as an i1."""
+        result: ir.Value | None = None
+        for c in constraints:
+            test = self.builder.icmp_signed(c.op, self.aff(c.lhs), self.aff(c.rhs))
+            result = test if result is None else self.builder.and_(result, test)
+        return ir.Constant(I1, 1) if result is None else result
+
+    def lower_if(self, node: If) -> None:
+        cond = self.condition(node.conditions)
+        if node.else_body:
+            with self.builder.if_else(cond) as (then, otherwise):
+                with then:
+                    self.lower_body(node.then_body)
+                with otherwise:
+                    self.lower_body(node.else_body)
+        else:
+            with self.builder.if_then(cond):
+                self.lower_body(node.then_body)
+
+    # ------------------------------------------------------------ helpers
+    def _add_nsw(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        if isinstance(a, ir.Constant) and a.constant == 0:
+            return b
+        value = self.builder.add(a, b)
+        value.flags.append("nsw")
+        return value
+
+    def _mul_nsw(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        if isinstance(a, ir.Constant) and a.constant == 1:
+            return b
+        if isinstance(b, ir.Constant) and b.constant == 1:
+            return a
+        value = self.builder.mul(a, b)
+        value.flags.append("nsw")
+        return value
+
+
+def _byte_size(typ: ir.Type) -> int:
+    if isinstance(typ, ir.IntType):
+        return max(1, typ.width // 8)
+    return {ir.HalfType: 2, ir.FloatType: 4, ir.DoubleType: 8}.get(type(typ), 8)
+
+
+def lower_function(llvm_module: ir.Module, function: Function, hooks: LoweringHooks,
+                   llvm_name: str | None = None) -> LoweredFunction:
+    """Add ``function`` to ``llvm_module``; see the module docstring for the signature."""
+    slots = signature(function, hooks)
+    extras = dict(hooks.function_params(function))
+    buffers = function.buffers
+    arg_types: list[ir.Type] = []
+    for slot in slots:
+        if slot.kind == "buffer":
+            arg_types.append(hooks.pointer_type(buffers[slot.name].space))
+        elif slot.kind == "symbol":
+            arg_types.append(I64)
+        else:
+            arg_types.append(extras[slot.name])
+    ret = I32 if hooks.returns_status else ir.VoidType()
+    name = llvm_name or function.name
+    llfunc = ir.Function(llvm_module, ir.FunctionType(ret, arg_types), name)
+    lowerer = FunctionLowerer(llvm_module, function, llfunc, hooks)
+    for slot, arg in zip(slots, llfunc.args):
+        arg.name = slot.name
+        if slot.kind == "buffer":
+            arg.add_attribute("noalias")
+        if slot.kind == "symbol":
+            lowerer.bind(slot.name, arg)
+    hooks.prepare_function(lowerer)
+    for slot, arg in zip(slots, llfunc.args):
+        if slot.kind == "buffer":
+            lowerer.bind_buffer(buffers[slot.name], arg)
+    lowerer.allocate_locals(function.locals)
+    lowerer.lower_body(function.body)
+    lowerer.finish()
+    return LoweredFunction(function, name, slots, list(lowerer.outlined))
+
+
+def lower_module(module: Module, hooks: LoweringHooks, names: Sequence[str] | None = None,
+                 llvm_module: ir.Module | None = None) -> tuple[ir.Module, dict[str, LoweredFunction]]:
+    """Lower the functions ``names`` (default: all) of ``module``."""
+    llvm_module = llvm_module or ir.Module(name="polyir")
+    lowered: dict[str, LoweredFunction] = {}
+    for function in module.functions:
+        if names is None or function.name in names:
+            lowered[function.name] = lower_function(llvm_module, function, hooks)
+    return llvm_module, lowered

@@ -1,0 +1,324 @@
+"""isl AST -> polyir IR: code generation from any schedule.
+
+``generate(scop, schedule)`` builds an isl AST (``isl.AstBuild``) for a
+schedule tree or schedule map over the scop's statements and translates it:
+
+* ``for`` nodes become ``For`` loops whose bounds are ``max``/``min`` lists of
+  affine expressions (with floor division), the increment their step;
+* ``if`` nodes become ``If`` (a disjunction becomes a chain of ``else``
+  branches repeating the body);
+* each user node becomes the original statement with the AST's expressions
+  substituted for the original loop variables (subscripts, values and
+  gather subscripts alike).
+
+A generated loop reuses the name of the original variable it iterates when
+every statement under it uses the iterator as exactly that variable and the
+name is free; other loops get fresh names ``c0``, ``c1``, ...
+
+``apply_schedule(function, schedule)`` checks the schedule against the
+dependences first and raises ``IllegalTransform`` with a witness when it is
+not valid.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Mapping
+
+import islpy as isl
+
+from polyir.errors import PolyirError
+from polyir.ir.affine import Aff, Constraint
+from polyir.ir.nodes import (
+    Assign, BinOp, Call, Cast, Compare, Const, Expr, For, FragmentFill, FragmentLoad,
+    FragmentMMA, FragmentStore, Function, If, Load, Node, Select, Var,
+)
+from polyir.ir.types import DType
+from polyir.polyhedral.extract import Scop, extract, isl_name
+
+_OP = isl.ast_expr_op_type
+
+
+class CodegenError(PolyirError):
+    """An isl AST construct with no polyir equivalent; names the construct."""
+
+
+# ------------------------------------------------------------ AST expressions
+class _Translator:
+    def __init__(self, scop: Scop):
+        self.scop = scop
+        self.by_isl = {isl_name(n): s for n, s in scop.statements.items()}
+        self.params = {isl_name(p): p for p in scop.params}
+        used = set(scop.params) | set(scop.function.buffers) | set(scop.statements)
+        used |= {lp.var for lp in scop.loops.values()}
+        self.used = used
+        self.fresh: dict[str, str] = {}
+
+    def fresh_name(self, iterator: str) -> str:
+        if iterator not in self.fresh:
+            name = iterator
+            while name in self.used:
+                name += "_"
+            self.fresh[iterator] = name
+        return self.fresh[iterator]
+
+    # -- expressions
+    def aff(self, expr: isl.AstExpr, env: Mapping[str, str]) -> Aff:
+        kind = expr.get_type()
+        if kind == isl.ast_expr_type.int:
+            return Aff.const(int(expr.get_val().to_python()))
+        if kind == isl.ast_expr_type.id:
+            name = expr.get_id().get_name()
+            if name in env:
+                return Aff.var(env[name])
+            if name in self.params:
+                return Aff.var(self.params[name])
+            raise CodegenError(f"unknown identifier {name} in the isl AST")
+        op = expr.get_op_type()
+        args = [expr.get_op_arg(k) for k in range(expr.get_op_n_arg())]
+        if op == _OP.minus:
+            return -self.aff(args[0], env)
+        if op in (_OP.add, _OP.sub, _OP.mul):
+            lhs, rhs = self.aff(args[0], env), self.aff(args[1], env)
+            if op == _OP.add:
+                return lhs + rhs
+            if op == _OP.sub:
+                return lhs - rhs
+            return lhs * rhs
+        if op in (_OP.fdiv_q, _OP.pdiv_q, _OP.div):
+            return self.aff(args[0], env) // self._divisor(args[1])
+        if op in (_OP.pdiv_r, _OP.zdiv_r):
+            # zdiv_r only appears compared with 0, where C remainder and mod agree
+            return self.aff(args[0], env) % self._divisor(args[1])
+        raise CodegenError(f"isl AST operation {op} is not affine: {expr.to_C_str()}")
+
+    def _divisor(self, expr: isl.AstExpr) -> int:
+        if expr.get_type() != isl.ast_expr_type.int:
+            raise CodegenError(f"non-constant divisor {expr.to_C_str()} in the isl AST")
+        return int(expr.get_val().to_python())
+
+    def bound_list(self, expr: isl.AstExpr, env: Mapping[str, str], op: isl.ast_expr_op_type) -> list[Aff]:
+        """``max(a, b, ...)`` (or ``min``) flattened into its arguments."""
+        if expr.get_type() == isl.ast_expr_type.op and expr.get_op_type() == op:
+            found: list[Aff] = []
+            for k in range(expr.get_op_n_arg()):
+                found += self.bound_list(expr.get_op_arg(k), env, op)
+            return found
+        return [self.aff(expr, env)]
+
+    def condition(self, expr: isl.AstExpr, env: Mapping[str, str]) -> list[list[Constraint]]:
+        """A condition as a disjunction of conjunctions of affine constraints."""
+        if expr.get_type() != isl.ast_expr_type.op:
+            raise CodegenError(f"condition {expr.to_C_str()} is not a comparison")
+        op = expr.get_op_type()
+        args = [expr.get_op_arg(k) for k in range(expr.get_op_n_arg())]
+        if op in (_OP.and_, _OP.and_then):
+            result: list[list[Constraint]] = [[]]
+            for arg in args:
+                result = [a + b for a in result for b in self.condition(arg, env)]
+            return result
+        if op in (_OP.or_, _OP.or_else):
+            return [conj for arg in args for conj in self.condition(arg, env)]
+        compare = {_OP.eq: "==", _OP.le: "<=", _OP.lt: "<", _OP.ge: ">=", _OP.gt: ">"}
+        if op not in compare:
+            raise CodegenError(f"condition {expr.to_C_str()} is not a comparison")
+        return self.comparison(args[0], compare[op], args[1], env)
+
+    def comparison(self, lhs: isl.AstExpr, op: str, rhs: isl.AstExpr,
+                   env: Mapping[str, str]) -> list[list[Constraint]]:
+        """``lhs op rhs`` where either side may be a ``min``/``max``, as a DNF."""
+        for side, expr in (("rhs", rhs), ("lhs", lhs)):
+            if expr.get_type() != isl.ast_expr_type.op or \
+                    expr.get_op_type() not in (_OP.min, _OP.max):
+                continue
+            if op == "==":
+                raise CodegenError(f"equality with {expr.to_C_str()}")
+            is_min = expr.get_op_type() == _OP.min
+            smaller = op in ("<", "<=")
+            # x <= min(a, b) and x >= max(a, b) are conjunctions; the others disjunctions
+            conjunctive = (is_min == smaller) if side == "rhs" else (is_min != smaller)
+            parts = []
+            for k in range(expr.get_op_n_arg()):
+                arg = expr.get_op_arg(k)
+                parts.append(self.comparison(lhs, op, arg, env) if side == "rhs"
+                             else self.comparison(arg, op, rhs, env))
+            if conjunctive:
+                result: list[list[Constraint]] = [[]]
+                for part in parts:
+                    result = [a + b for a in result for b in part]
+                return result
+            return [conj for part in parts for conj in part]
+        return [[Constraint(self.aff(lhs, env), op, self.aff(rhs, env))]]
+
+    # -- nodes
+    def node(self, node: isl.AstNode, env: Mapping[str, str]) -> list[Node]:
+        kind = node.get_type()
+        if kind == isl.ast_node_type.block:
+            children = node.block_get_children()
+            result: list[Node] = []
+            for k in range(children.n_ast_node()):
+                result += self.node(children.get_at(k), env)
+            return result
+        if kind == isl.ast_node_type.mark:
+            return self.node(node.mark_get_node(), env)
+        if kind == isl.ast_node_type.for_:
+            return [self.loop(node, env)]
+        if kind == isl.ast_node_type.if_:
+            then = self.node(node.if_get_then_node(), env)
+            other = self.node(node.if_get_else_node(), env) if node.if_has_else_node() else []
+            result_other: tuple[Node, ...] = tuple(other)
+            disjuncts = self.condition(node.if_get_cond(), env)
+            for conj in reversed(disjuncts):
+                result_other = (If(tuple(conj), tuple(then), result_other),)
+            return list(result_other)
+        if kind == isl.ast_node_type.user:
+            return [self.statement(node.user_get_expr(), env)]
+        raise CodegenError(f"isl AST node type {kind} is not supported")
+
+    def loop(self, node: isl.AstNode, env: Mapping[str, str]) -> For:
+        iterator = node.for_get_iterator().get_id().get_name()
+        name = self.loop_name(node, iterator, env)
+        inner = {**env, iterator: name}
+        lower = self.bound_list(node.for_get_init(), env, _OP.max)
+        step = self._divisor(node.for_get_inc())
+        upper: list[Aff] = []
+        for conj in _single(self.condition(node.for_get_cond(), inner), node):
+            expr, is_eq = conj.as_nonnegative()  # expr >= 0
+            coeff = expr.coefficient(name)
+            rest = expr - Aff.var(name) * coeff
+            if is_eq or coeff >= 0 or name in rest.variables():
+                raise CodegenError(f"loop condition {node.for_get_cond().to_C_str()} is not an upper bound")
+            # coeff*v + rest >= 0 with coeff < 0  <=>  v <= floor(rest / -coeff)
+            upper.append(rest // (-coeff) + 1)
+        body = self.node(node.for_get_body(), inner)
+        return For(name, tuple(lower), tuple(upper), tuple(body), step=step)
+
+    def loop_name(self, node: isl.AstNode, iterator: str, env: Mapping[str, str]) -> str:
+        candidates: set[str] = set()
+        ok = True
+
+        def visit(n: isl.AstNode) -> bool:
+            nonlocal ok
+            if n.get_type() == isl.ast_node_type.user:
+                expr = n.user_get_expr()
+                stmt = self.by_isl[expr.get_op_arg(0).get_id().get_name()]
+                found = None
+                for k, var in enumerate(stmt.loop_vars):
+                    arg = expr.get_op_arg(k + 1)
+                    if arg.get_type() == isl.ast_expr_type.id and arg.get_id().get_name() == iterator:
+                        found = var
+                if found is None:
+                    ok = False
+                else:
+                    candidates.add(found)
+            return True
+
+        node.for_get_body().foreach_descendant_top_down(visit)
+        if ok and len(candidates) == 1:
+            name = candidates.pop()
+            if name not in env.values() and name not in self.scop.params \
+                    and name not in self.scop.function.buffers:
+                return name
+        return self.fresh_name(iterator)
+
+    def statement(self, expr: isl.AstExpr, env: Mapping[str, str]) -> Node:
+        stmt = self.by_isl[expr.get_op_arg(0).get_id().get_name()]
+        values = {var: self.aff(expr.get_op_arg(k + 1), env)
+                  for k, var in enumerate(stmt.loop_vars)}
+        return substitute_statement(stmt.node, values)
+
+
+def _single(disjuncts: list[list[Constraint]], node: isl.AstNode) -> list[Constraint]:
+    if len(disjuncts) != 1:
+        raise CodegenError(f"loop condition {node.for_get_cond().to_C_str()} is a disjunction")
+    return disjuncts[0]
+
+
+# ------------------------------------------------------------ substitution
+def aff_to_expr(aff: Aff) -> Expr:
+    """A value expression (``i64``) equal to ``aff``, floor division included."""
+    from polyir.ir.affine import FloorDiv
+    result: Expr | None = None
+    for atom, coeff in aff.terms:
+        if isinstance(atom, str):
+            term: Expr = Var(atom)
+        else:
+            inner = aff_to_expr(atom.expr)
+            d = Const(atom.divisor, DType.I64)
+            # true modulo from C remainder: ((x % d) + d) % d
+            mod = BinOp("%", BinOp("+", BinOp("%", inner, d), d), d)
+            term = BinOp("/", BinOp("-", inner, mod), d) if isinstance(atom, FloorDiv) else mod
+        if coeff != 1:
+            term = BinOp("*", Const(coeff, DType.I64), term)
+        result = term if result is None else BinOp("+", result, term)
+    if result is None:
+        return Const(aff.constant, DType.I64)
+    if aff.constant:
+        result = BinOp("+", result, Const(aff.constant, DType.I64))
+    return result
+
+
+def substitute_expr(expr: Expr, values: Mapping[str, Aff]) -> Expr:
+    """``expr`` with each ``Var`` in ``values`` replaced (simultaneously)."""
+    if isinstance(expr, Var):
+        return aff_to_expr(values[expr.name]) if expr.name in values else expr
+    if isinstance(expr, Const):
+        return expr
+    if isinstance(expr, Load):
+        return Load(expr.buffer, substitute_indices(expr.indices, values))
+    if isinstance(expr, BinOp):
+        return BinOp(expr.op, substitute_expr(expr.lhs, values), substitute_expr(expr.rhs, values))
+    if isinstance(expr, Compare):
+        return Compare(expr.op, substitute_expr(expr.lhs, values), substitute_expr(expr.rhs, values))
+    if isinstance(expr, Call):
+        return Call(expr.fn, tuple(substitute_expr(a, values) for a in expr.args))
+    if isinstance(expr, Select):
+        return Select(substitute_expr(expr.cond, values), substitute_expr(expr.if_true, values),
+                      substitute_expr(expr.if_false, values))
+    if isinstance(expr, Cast):
+        return Cast(expr.dtype, substitute_expr(expr.value, values))
+    raise TypeError(f"unknown expression {expr!r}")
+
+
+def substitute_indices(indices: tuple, values: Mapping[str, Aff]) -> tuple:
+    return tuple(i.substitute(values) if isinstance(i, Aff) else substitute_expr(i, values)
+                 for i in indices)
+
+
+def substitute_statement(node: Node, values: Mapping[str, Aff]) -> Node:
+    """A statement with its loop variables replaced by affine expressions."""
+    if isinstance(node, Assign):
+        return replace(node, indices=substitute_indices(node.indices, values),
+                       value=substitute_expr(node.value, values))
+    if isinstance(node, FragmentFill):
+        return replace(node, value=substitute_expr(node.value, values))
+    if isinstance(node, (FragmentLoad, FragmentStore)):
+        return replace(node, indices=tuple(i.substitute(values) for i in node.indices))
+    if isinstance(node, FragmentMMA):
+        return node
+    raise TypeError(f"not a statement: {node!r}")
+
+
+# ------------------------------------------------------------ entry points
+def generate(scop: Scop, schedule: isl.Schedule | isl.UnionMap | None = None) -> tuple[Node, ...]:
+    """The loop tree that runs the scop's statements in ``schedule``'s order
+    (default: the original schedule). The schedule is not checked here."""
+    if schedule is None:
+        schedule = scop.schedule
+    build = isl.AstBuild.from_context(scop.context)
+    if isinstance(schedule, isl.Schedule):
+        ast = build.node_from_schedule(schedule.intersect_domain(scop.domain))
+    else:
+        ast = build.node_from_schedule_map(schedule.intersect_domain(scop.domain))
+    return tuple(_Translator(scop).node(ast, {}))
+
+
+def apply_schedule(function: Function, schedule: isl.Schedule | isl.UnionMap | str,
+                   accept_reassociation: bool = False) -> Function:
+    """``function`` with its body regenerated from ``schedule``; raises
+    ``IllegalTransform`` (with a witness) when the schedule violates a dependence."""
+    from polyir.polyhedral.legality import check_schedule
+    scop = extract(function)
+    if isinstance(schedule, str):
+        schedule = isl.UnionMap(schedule)
+    check_schedule(scop, schedule, accept_reassociation).require()
+    return replace(function, body=generate(scop, schedule))

@@ -1,0 +1,227 @@
+"""Dependences between statement instances, computed with isl.
+
+Kinds:
+
+* ``raw``, ``war``, ``waw``: memory-based (every earlier access to the same
+  element, nothing killed);
+* ``flow``: value-based (isl's dataflow analysis, ``UnionAccessInfo`` /
+  ``compute_flow``): a read depends on the last write of the element before
+  it, and on the may-writes (gathers) after that write.
+
+Each :class:`Dependence` holds one pair of statements, one buffer and one
+kind, with its isl map ``source instance -> sink instance``, the loop levels
+that carry it (under the original schedule), its direction vector and, when
+uniform, its distance vector over the loops the two statements share.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import islpy as isl
+
+from polyir.ir.nodes import Function
+from polyir.polyhedral.extract import Scop, extract, isl_name
+
+MEMORY_KINDS = ("raw", "war", "waw")
+ALL_KINDS = ("raw", "war", "waw", "flow")
+_SIGNS = {frozenset("+"): "<", frozenset("0"): "=", frozenset("-"): ">",
+          frozenset("+0"): "<=", frozenset("-0"): ">=", frozenset("+-"): "!=",
+          frozenset("+-0"): "*", frozenset(): "."}
+
+
+@dataclass
+class Dependence:
+    """``source`` instances must run before ``sink`` instances.
+
+    ``relation`` maps ``source[...]`` to ``sink[...]`` instances; ``common``
+    lists the loop ids both statements share (outermost first); ``carried``
+    the 1-based levels of ``common`` that carry some instance pair (``0`` in
+    ``carried`` means some pair is loop-independent, i.e. equal on all common
+    loops). ``direction`` has one of ``< = > <= >= != *`` per common loop
+    (sink minus source); ``distance`` is the constant distance vector when
+    the dependence is uniform, else ``None``.
+    """
+
+    kind: str
+    source: str
+    sink: str
+    buffer: str
+    relation: isl.Map
+    common: tuple[int, ...]
+    carried: tuple[int, ...] = ()
+    direction: tuple[str, ...] = ()
+    distance: tuple[int, ...] | None = None
+    reduction: bool = False
+
+    def carried_loops(self) -> tuple[int, ...]:
+        """Ids of the loops that carry this dependence."""
+        return tuple(self.common[level - 1] for level in self.carried if level > 0)
+
+    def __str__(self) -> str:
+        vec = f" distance ({', '.join(map(str, self.distance))})" if self.distance is not None \
+            else f" direction ({', '.join(self.direction)})"
+        levels = ", ".join(str(x) for x in self.carried)
+        return (f"{self.kind.upper()} {self.source} -> {self.sink} on {self.buffer}:"
+                f" carried at levels [{levels}]{vec}")
+
+
+@dataclass
+class Dependences:
+    """All dependences of a :class:`Scop`."""
+
+    scop: Scop
+    items: list[Dependence] = field(default_factory=list)
+
+    def of_kind(self, *kinds: str) -> list[Dependence]:
+        return [d for d in self.items if d.kind in kinds]
+
+    def memory(self, accept_reassociation: bool = False) -> list[Dependence]:
+        """Memory-based dependences; with ``accept_reassociation`` the
+        self-dependences of reduction statements on their accumulator are left out."""
+        return [d for d in self.of_kind(*MEMORY_KINDS)
+                if not (accept_reassociation and d.reduction)]
+
+    def union(self, kinds: tuple[str, ...] = MEMORY_KINDS,
+              accept_reassociation: bool = False) -> isl.UnionMap:
+        result = isl.UnionMap.empty(self.scop.context.get_space())
+        for d in self.items:
+            if d.kind in kinds and not (accept_reassociation and d.reduction):
+                result = result.union(isl.UnionMap.from_map(d.relation))
+        return result
+
+    def carrying_loops(self, accept_reassociation: bool = False) -> dict[int, list[Dependence]]:
+        """Loop id -> the memory dependences it carries."""
+        found: dict[int, list[Dependence]] = {}
+        for d in self.memory(accept_reassociation):
+            for loop in d.carried_loops():
+                found.setdefault(loop, []).append(d)
+        return found
+
+    def graph(self):  # -> networkx.MultiDiGraph
+        from polyir.polyhedral.graph import statement_graph
+        return statement_graph(self)
+
+    def nest_graph(self):  # -> networkx.MultiDiGraph
+        from polyir.polyhedral.graph import nest_graph
+        return nest_graph(self)
+
+
+# ------------------------------------------------------------ computation
+def _compute(sink: isl.UnionMap, must: isl.UnionMap, may: isl.UnionMap,
+             schedule: isl.Schedule) -> isl.UnionMap:
+    info = isl.UnionAccessInfo.from_sink(sink).set_must_source(must).set_may_source(may)
+    return info.set_schedule(schedule).compute_flow().get_may_dependence()
+
+
+def raw_relations(scop: Scop) -> dict[str, dict[str, isl.UnionMap]]:
+    """kind -> buffer -> union map of instance pairs."""
+    empty = isl.UnionMap.empty(scop.context.get_space())
+    result: dict[str, dict[str, isl.UnionMap]] = {k: {} for k in ALL_KINDS}
+    for buffer in scop.buffers:
+        reads = scop.access_map("read", buffer=buffer)
+        writes = scop.access_map("write", buffer=buffer)
+        must = scop.access_map("write", exact=True, buffer=buffer)
+        may = scop.access_map("write", exact=False, buffer=buffer)
+        sched = scop.schedule
+        result["raw"][buffer] = _compute(reads, empty, writes, sched)
+        result["war"][buffer] = _compute(writes, empty, reads, sched)
+        result["waw"][buffer] = _compute(writes, empty, writes, sched)
+        result["flow"][buffer] = _compute(reads, must, may, sched)
+    return result
+
+
+def compute_dependences(target: Scop | Function) -> Dependences:
+    """Every dependence of ``target`` (a function or its ``Scop``), split per
+    kind, buffer and pair of statements."""
+    scop = target if isinstance(target, Scop) else extract(target)
+    by_isl_name = {isl_name(s): s for s in scop.statements}
+    found = Dependences(scop)
+    for kind, per_buffer in raw_relations(scop).items():
+        for buffer, umap in per_buffer.items():
+            for rel in _maps(umap.coalesce()):
+                if rel.is_empty():
+                    continue
+                source = by_isl_name[rel.get_tuple_name(isl.dim_type.in_)]
+                sink = by_isl_name[rel.get_tuple_name(isl.dim_type.out)]
+                found.items.append(describe(scop, kind, source, sink, buffer, rel))
+    found.items.sort(key=lambda d: (ALL_KINDS.index(d.kind), scop.statements[d.source].order,
+                                    scop.statements[d.sink].order, d.buffer))
+    return found
+
+
+def common_loops(scop: Scop, a: str, b: str) -> tuple[int, ...]:
+    la, lb = scop.statements[a].loops, scop.statements[b].loops
+    n = 0
+    while n < min(len(la), len(lb)) and la[n] == lb[n]:
+        n += 1
+    return la[:n]
+
+
+def level_relation(scop: Scop, source: str, sink: str, level: int, op: str = "<") -> isl.Map:
+    """``{ source[a] -> sink[b] : a_k = b_k for k < level, a_level op b_level }``
+    over the statements' common loops (``level`` 1-based; 0 = equal on all common loops)."""
+    sa, sb = scop.statements[source], scop.statements[sink]
+    common = len(common_loops(scop, source, sink))
+    a = [f"a{k}" for k in range(len(sa.dims))]
+    b = [f"b{k}" for k in range(len(sb.dims))]
+    upto = common if level == 0 else level - 1
+    cons = [f"a{k} = b{k}" for k in range(upto)]
+    if level > 0:
+        cons.append(f"a{level - 1} {op} b{level - 1}")
+    text = (f"{scop.param_space} -> {{ {isl_name(source)}[{', '.join(a)}] -> "
+            f"{isl_name(sink)}[{', '.join(b)}] : {' and '.join(cons) or 'true'} }}")
+    return isl.Map(text)
+
+
+def common_deltas(scop: Scop, rel: isl.Map, common: int) -> isl.Set:
+    """The set of ``sink - source`` vectors over the first ``common`` dims."""
+    n_in = rel.dim(isl.dim_type.in_)
+    n_out = rel.dim(isl.dim_type.out)
+    proj = rel.project_out(isl.dim_type.out, common, n_out - common)
+    proj = proj.project_out(isl.dim_type.in_, common, n_in - common)
+    proj = proj.reset_tuple_id(isl.dim_type.in_).reset_tuple_id(isl.dim_type.out)
+    return proj.deltas()
+
+
+def describe(scop: Scop, kind: str, source: str, sink: str, buffer: str,
+             rel: isl.Map) -> Dependence:
+    """A :class:`Dependence` with carried levels, direction and distance."""
+    common = common_loops(scop, source, sink)
+    carried = []
+    for level in range(0, len(common) + 1):
+        if not rel.intersect(level_relation(scop, source, sink, level)).is_empty():
+            carried.append(level)
+    deltas = common_deltas(scop, rel, len(common))
+    direction = []
+    for k in range(len(common)):
+        signs = set()
+        for sign, op in (("+", ">"), ("0", "="), ("-", "<")):
+            names = ", ".join(f"d{m}" for m in range(len(common)))
+            probe = isl.Set(f"{scop.param_space} -> {{ [{names}] : d{k} {op} 0 }}")
+            if not deltas.intersect(probe).is_empty():
+                signs.add(sign)
+        direction.append(_SIGNS[frozenset(signs)])
+    distance = _uniform_distance(scop, deltas, len(common))
+    src, snk = scop.statements[source], scop.statements[sink]
+    is_reduction = (source == sink and src.reduction is not None
+                    and src.reduction[0] == buffer and kind in MEMORY_KINDS)
+    del snk
+    return Dependence(kind, source, sink, buffer, rel, common, tuple(carried),
+                      tuple(direction), distance, is_reduction)
+
+
+def _uniform_distance(scop: Scop, deltas: isl.Set, n: int) -> tuple[int, ...] | None:
+    if deltas.is_empty():
+        return None
+    point = deltas.sample_point()
+    values = [int(point.get_coordinate_val(isl.dim_type.set, k).to_python()) for k in range(n)]
+    names = ", ".join(f"d{k}" for k in range(n))
+    cons = " and ".join(f"d{k} = {v}" for k, v in enumerate(values)) or "true"
+    exact = isl.Set(f"{scop.param_space} -> {{ [{names}] : {cons} }}")
+    return tuple(values) if deltas.is_subset(exact) else None
+
+
+def _maps(umap: isl.UnionMap) -> list[isl.Map]:
+    found: list[isl.Map] = []
+    umap.foreach_map(found.append)
+    return found

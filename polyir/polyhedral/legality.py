@@ -1,0 +1,374 @@
+"""Legality of loop transformations, with witnesses.
+
+Every query returns a :class:`Legality`: ``.legal`` and, when illegal, the
+``dependence`` that forbids the change and a concrete :class:`Witness`: two
+statement instances (with values for the symbols) that access the same
+element and whose order the change would reverse::
+
+    S1(i=3, j=2) writes C[3, 2] before S2(i=3, j=1) reads it; the new schedule runs S2(i=3, j=1) first  [N=4]
+
+``Legality.require()`` (or :func:`require`) raises ``polyir.IllegalTransform``
+carrying the dependence and the witness.
+
+Queries: :func:`check_schedule` (is a proposed schedule valid),
+:func:`check_parallel` (may a loop run its iterations in any order),
+:func:`check_permutable` (may a band be permuted / tiled),
+:func:`check_permutation` (one given loop order), :func:`check_fusion`
+(may two top-level nests be fused at depth ``d``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import islpy as isl
+
+from polyir.errors import IllegalTransform
+from polyir.ir.nodes import Function
+from polyir.polyhedral.dependences import Dependence, Dependences, compute_dependences, level_relation
+from polyir.polyhedral.extract import Scop, StatementInfo, extract, isl_name
+
+_PARAM_BOUNDS = (2, 4, 8, 16, 64, 1024)
+
+
+@dataclass(frozen=True)
+class Instance:
+    """A statement instance: statement name and loop variable values."""
+
+    statement: str
+    values: tuple[tuple[str, int], ...]
+
+    def __str__(self) -> str:
+        return f"{self.statement}({', '.join(f'{v}={x}' for v, x in self.values)})"
+
+    @property
+    def point(self) -> tuple[int, ...]:
+        return tuple(x for _, x in self.values)
+
+
+@dataclass(frozen=True)
+class Witness:
+    """Two conflicting instances whose order a transformation would reverse."""
+
+    source: Instance
+    sink: Instance
+    buffer: str
+    element: tuple[int, ...]
+    source_access: str   # "writes" | "reads"
+    sink_access: str
+    params: tuple[tuple[str, int], ...]
+    consequence: str
+
+    def __str__(self) -> str:
+        elem = ", ".join(map(str, self.element))
+        verb = "reads" if self.sink_access == "reads" else "writes"
+        params = ", ".join(f"{k}={v}" for k, v in self.params)
+        text = (f"{self.source} {self.source_access} {self.buffer}[{elem}] before "
+                f"{self.sink} {verb} it; {self.consequence}")
+        return f"{text}  [{params}]" if params else text
+
+
+@dataclass
+class Legality:
+    """The answer to a legality query."""
+
+    legal: bool
+    reason: str = ""
+    dependence: Dependence | None = None
+    witness: Witness | None = None
+    violations: list[Dependence] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return self.legal
+
+    def require(self) -> None:
+        """Raise ``IllegalTransform`` (with dependence and witness) when illegal."""
+        if not self.legal:
+            raise IllegalTransform(self.reason, dependence=self.dependence, witness=self.witness)
+
+    def __str__(self) -> str:
+        if self.legal:
+            return "legal"
+        return f"illegal: {self.reason}" + (f"\n  witness: {self.witness}" if self.witness else "")
+
+
+def require(result: Legality) -> Legality:
+    """``result`` when legal; else raises ``IllegalTransform``."""
+    result.require()
+    return result
+
+
+def _analysis(target: Scop | Function | Dependences) -> Dependences:
+    if isinstance(target, Dependences):
+        return target
+    return compute_dependences(target if isinstance(target, Scop) else extract(target))
+
+
+# ------------------------------------------------------------ witnesses
+def _point_values(point: isl.Point, dim: isl.dim_type, n: int) -> list[int]:
+    return [int(point.get_coordinate_val(dim, k).to_python()) for k in range(n)]
+
+
+def _small_sample(relation: isl.Map, scop: Scop) -> isl.Point:
+    """A point of ``relation``, preferring small symbol values."""
+    n_params = relation.dim(isl.dim_type.param)
+    for bound in _PARAM_BOUNDS:
+        box = isl.Set(f"{scop.param_space} -> {{ : "
+                      + (" and ".join(f"0 <= {isl_name(p)} <= {bound}" for p in scop.params)
+                         or "true") + " }")
+        limited = relation.intersect_params(box)
+        if not limited.is_empty():
+            return limited.wrap().sample_point()
+    del n_params
+    return relation.wrap().sample_point()
+
+
+def make_witness(scop: Scop, dep: Dependence, violating: isl.Map, consequence: str) -> Witness:
+    """A :class:`Witness` drawn from ``violating`` (a non-empty subset of ``dep.relation``).
+
+    ``consequence`` may use ``{source}`` and ``{sink}`` placeholders."""
+    point = _small_sample(violating, scop)
+    src, snk = scop.statements[dep.source], scop.statements[dep.sink]
+    n_params = violating.dim(isl.dim_type.param)
+    param_names = [violating.get_dim_name(isl.dim_type.param, k) for k in range(n_params)]
+    param_values = _point_values(point, isl.dim_type.param, n_params)
+    coords = _point_values(point, isl.dim_type.set, len(src.dims) + len(snk.dims))
+    source = Instance(src.name, tuple(zip(src.loop_vars, coords[:len(src.dims)])))
+    sink = Instance(snk.name, tuple(zip(snk.loop_vars, coords[len(src.dims):])))
+    plain = {isl_name(p): p for p in scop.params}
+    params = tuple((plain.get(n, n), v) for n, v in zip(param_names, param_values))
+    source_kind = "read" if dep.kind == "war" else "write"
+    sink_kind = "write" if dep.kind in ("war", "waw") else "read"
+    element = common_element(scop, src, source.point, source_kind,
+                             snk, sink.point, sink_kind, dep.buffer, dict(params))
+    return Witness(source, sink, dep.buffer, element,
+                   "reads" if source_kind == "read" else "writes",
+                   "reads" if sink_kind == "read" else "writes",
+                   params, consequence.format(source=source, sink=sink))
+
+
+def _fixed(scop: Scop, params: Mapping[str, int]) -> isl.Set:
+    cons = " and ".join(f"{isl_name(p)} = {params[p]}" for p in scop.params) or "true"
+    return isl.Set(f"{scop.param_space} -> {{ : {cons} }}")
+
+
+def elements_touched(scop: Scop, stmt: StatementInfo, point: tuple[int, ...], kind: str,
+                     buffer: str, params: Mapping[str, int]) -> isl.Set:
+    """Elements of ``buffer`` that instance ``stmt(point)`` accesses with ``kind``."""
+    cons = " and ".join(f"{d} = {v}" for d, v in zip(stmt.dims, point)) or "true"
+    inst = isl.Set(f"{scop.param_space} -> {{ {isl_name(stmt.name)}[{', '.join(stmt.dims)}] : {cons} }}")
+    inst = inst.intersect_params(_fixed(scop, params))
+    result: isl.Set | None = None
+    for acc in stmt.accesses:
+        if acc.kind == kind and acc.buffer == buffer:
+            part = acc.relation.intersect_domain(inst).range()
+            result = part if result is None else result.union(part)
+    if result is None:
+        raise ValueError(f"{stmt.name} has no {kind} of {buffer}")
+    return result
+
+
+def common_element(scop: Scop, a: StatementInfo, pa: tuple[int, ...], kind_a: str,
+                   b: StatementInfo, pb: tuple[int, ...], kind_b: str, buffer: str,
+                   params: Mapping[str, int]) -> tuple[int, ...]:
+    both = elements_touched(scop, a, pa, kind_a, buffer, params).intersect(
+        elements_touched(scop, b, pb, kind_b, buffer, params))
+    if both.is_empty():
+        raise AssertionError(f"instances {a.name}{pa} and {b.name}{pb} share no element of {buffer}")
+    point = both.sample_point()
+    return tuple(_point_values(point, isl.dim_type.set, both.dim(isl.dim_type.set)))
+
+
+# ------------------------------------------------------------ schedule validity
+def _pad(umap: isl.UnionMap) -> isl.UnionMap:
+    maps: list[isl.Map] = []
+    umap.foreach_map(maps.append)
+    width = max((m.dim(isl.dim_type.out) for m in maps), default=0)
+    result = isl.UnionMap.empty(umap.get_space())
+    for m in maps:
+        n = m.dim(isl.dim_type.out)
+        m = m.reset_tuple_id(isl.dim_type.out).add_dims(isl.dim_type.out, width - n)
+        for k in range(n, width):
+            m = m.fix_si(isl.dim_type.out, k, 0)
+        result = result.union(isl.UnionMap.from_map(m))
+    return result
+
+
+def as_schedule_map(scop: Scop, schedule: isl.UnionMap | isl.Schedule | str) -> isl.UnionMap:
+    """A schedule (tree, union map or isl text) as a padded union map on the domain."""
+    if isinstance(schedule, str):
+        schedule = isl.UnionMap(schedule)
+    if isinstance(schedule, isl.Schedule):
+        schedule = schedule.get_map()
+    schedule = schedule.intersect_domain(scop.domain)
+    covered = schedule.domain()
+    if not scop.domain.is_subset(covered):
+        missing = scop.domain.subtract(covered)
+        raise ValueError(f"schedule does not cover every statement instance: {missing}")
+    return _pad(schedule)
+
+
+def check_schedule(target: Scop | Function | Dependences,
+                   schedule: isl.UnionMap | isl.Schedule | str,
+                   accept_reassociation: bool = False) -> Legality:
+    """Is ``schedule`` (instances -> time vectors, lexicographic order) valid:
+    does it run every dependence's source strictly before its sink?"""
+    deps = _analysis(target)
+    scop = deps.scop
+    new = as_schedule_map(scop, schedule)
+    later_or_same = new.lex_ge_union_map(new)
+    bad: list[tuple[Dependence, isl.Map]] = []
+    for dep in deps.memory(accept_reassociation):
+        violating = isl.UnionMap.from_map(dep.relation).intersect(later_or_same)
+        if not violating.is_empty():
+            bad.append((dep, isl.Map.from_union_map(violating)))
+    if not bad:
+        return Legality(True)
+    dep, violating = bad[0]
+    witness = make_witness(scop, dep, violating, "")
+    times = [_time(new, scop, inst) for inst in (witness.source, witness.sink)]
+    consequence = (f"the new schedule runs {witness.sink} first" if times[0] != times[1]
+                   else f"the new schedule runs {witness.source} and {witness.sink} at the same time")
+    witness = Witness(witness.source, witness.sink, witness.buffer, witness.element,
+                      witness.source_access, witness.sink_access, witness.params, consequence)
+    return Legality(False, f"schedule violates {dep}", dep, witness, [d for d, _ in bad])
+
+
+def _time(schedule: isl.UnionMap, scop: Scop, inst: Instance) -> list[int]:
+    stmt = scop.statements[inst.statement]
+    cons = " and ".join(f"{d} = {v}" for d, (_, v) in zip(stmt.dims, inst.values)) or "true"
+    point = isl.UnionSet(f"{scop.param_space} -> {{ {isl_name(stmt.name)}[{', '.join(stmt.dims)}] : {cons} }}")
+    image = point.apply(schedule)
+    sets: list[isl.Set] = []
+    image.foreach_set(sets.append)
+    values: list[int] = []
+    for s in sets:
+        # the time of one instance is one point once the parameters are fixed
+        fixed = s.sample_point() if not s.is_empty() else None
+        if fixed is not None:
+            values = _point_values(fixed, isl.dim_type.set, s.dim(isl.dim_type.set))
+    return values
+
+
+# ------------------------------------------------------------ loop queries
+def check_parallel(target: Scop | Function | Dependences, loop: int | str,
+                   accept_reassociation: bool = False) -> Legality:
+    """May ``loop`` (id or unique variable name) run its iterations in any order?"""
+    deps = _analysis(target)
+    scop = deps.scop
+    info = scop.loop(loop)
+    carried = [d for d in deps.memory(accept_reassociation) if info.id in d.carried_loops()]
+    if not carried:
+        return Legality(True)
+    dep = carried[0]
+    violating = dep.relation.intersect(level_relation(scop, dep.source, dep.sink, info.depth))
+    witness = make_witness(
+        scop, dep, violating,
+        f"running loop {info.var} in parallel (e.g. in reverse order) runs {{sink}} first")
+    return Legality(False, f"loop {info.var} carries {dep}", dep, witness, carried)
+
+
+def band_loops(scop: Scop, loops: Sequence[int | str]) -> list[int]:
+    """Loop ids of a band given outer to inner; checks each is directly nested in the previous
+    and that every statement inside the outermost is inside the innermost."""
+    ids = [scop.loop(x).id for x in loops]
+    for outer, inner in zip(ids, ids[1:]):
+        if scop.loops[inner].parent != outer:
+            raise ValueError(f"loop {scop.loops[inner].var} is not directly inside {scop.loops[outer].var}")
+    inside = {s.name for s in scop.statements_in(ids[0])}
+    if inside != {s.name for s in scop.statements_in(ids[-1])}:
+        raise ValueError("the band is not perfectly nested: some statements sit between its loops")
+    return ids
+
+
+def check_permutable(target: Scop | Function | Dependences, loops: Sequence[int | str],
+                     accept_reassociation: bool = False) -> Legality:
+    """May the band ``loops`` (outer to inner, perfectly nested) be permuted in any
+    order and tiled? True when every dependence inside it that is not carried
+    outside it has non-negative distance along every band loop."""
+    deps = _analysis(target)
+    scop = deps.scop
+    ids = band_loops(scop, loops)
+    first = scop.loops[ids[0]].depth
+    for dep in deps.memory(accept_reassociation):
+        if ids[0] not in dep.common:
+            continue
+        for loop in ids:
+            level = scop.loops[loop].depth
+            violating = dep.relation.intersect(_negative_at(scop, dep, first, level))
+            if violating.is_empty():
+                continue
+            var = scop.loops[loop].var
+            witness = make_witness(scop, dep, violating,
+                                   f"running loop {var} outermost in the band runs {{sink}} first")
+            return Legality(False, f"band {[scop.loops[x].var for x in ids]} is not permutable: "
+                                   f"{dep} has a negative component along {var}", dep, witness, [dep])
+    return Legality(True)
+
+
+def _negative_at(scop: Scop, dep: Dependence, first: int, level: int) -> isl.Map:
+    """Pairs equal on loops outside the band (depth < first) with sink < source at ``level``."""
+    sa, sb = scop.statements[dep.source], scop.statements[dep.sink]
+    a = [f"a{k}" for k in range(len(sa.dims))]
+    b = [f"b{k}" for k in range(len(sb.dims))]
+    cons = [f"a{k} = b{k}" for k in range(first - 1)] + [f"b{level - 1} < a{level - 1}"]
+    return isl.Map(f"{scop.param_space} -> {{ {isl_name(dep.source)}[{', '.join(a)}] -> "
+                   f"{isl_name(dep.sink)}[{', '.join(b)}] : {' and '.join(cons)} }}")
+
+
+def check_permutation(target: Scop | Function | Dependences, loops: Sequence[int | str],
+                      order: Sequence[int], accept_reassociation: bool = False) -> Legality:
+    """Is it legal to reorder the band ``loops`` (outer to inner) so that position
+    ``k`` holds ``loops[order[k]]``?"""
+    deps = _analysis(target)
+    scop = deps.scop
+    ids = band_loops(scop, loops)
+    if sorted(order) != list(range(len(ids))):
+        raise ValueError(f"{list(order)} is not a permutation of {len(ids)} loops")
+    depths = [scop.loops[x].depth for x in ids]
+    vectors = scop.schedule_vectors()
+    for stmt in scop.statements_in(ids[0]):
+        vec = vectors[stmt.name]
+        dims = [vec[2 * d - 1] for d in depths]
+        for k, d in enumerate(depths):
+            vec[2 * d - 1] = dims[order[k]]
+    return check_schedule(deps, scop.schedule_from_vectors(vectors), accept_reassociation)
+
+
+def check_fusion(target: Scop | Function | Dependences, first: int, second: int, depth: int,
+                 accept_reassociation: bool = False) -> Legality:
+    """May top-level nests ``first`` < ``second`` (indices in the function body) be
+    fused at ``depth``: their outer ``depth`` loops merged (same iteration
+    values), ``first``'s body before ``second``'s inside, at ``first``'s place?"""
+    deps = _analysis(target)
+    scop = deps.scop
+    if not first < second:
+        raise ValueError("fusion needs first < second")
+    vectors = scop.schedule_vectors()
+    nests = {first: scop.statements_in_nest(first), second: scop.statements_in_nest(second)}
+    for nest, members in nests.items():
+        if not members:
+            raise ValueError(f"top-level node {nest} holds no statement")
+        for stmt in members:
+            if len(stmt.loops) < depth or stmt.loops[:depth] != members[0].loops[:depth] \
+                    or any(p != 0 for p in stmt.positions[1:depth]):
+                raise ValueError(f"nest {nest} is not a perfect chain of {depth} loops "
+                                 f"(statement {stmt.name})")
+    first_pos = nests[first][0].positions[0]
+    for name, vec in vectors.items():
+        stmt = scop.statements[name]
+        tag = 1 if stmt.nest == second else 0
+        if stmt.nest in nests:
+            vec[0] = first_pos
+        cut = 2 * depth
+        if len(vec) > cut:
+            vec.insert(cut, tag)
+        else:
+            vec.append(tag)
+    result = check_schedule(deps, scop.schedule_from_vectors(vectors), accept_reassociation)
+    if not result.legal and result.witness is not None:
+        w = result.witness
+        consequence = f"fusing nests {first} and {second} at depth {depth} runs {w.sink} first"
+        result.witness = Witness(w.source, w.sink, w.buffer, w.element, w.source_access,
+                                 w.sink_access, w.params, consequence)
+    return result

@@ -1,0 +1,153 @@
+"""IR -> PTX for CUDA targets: ``build_cuda(module, target) -> CudaExecutable``.
+
+Pipeline: when a host function still holds loop nests (not only launches),
+``mark-parallel`` (when that pass is registered) then ``gpu-map``; then every
+kernel is lowered by the shared lowering (``polyir.llvm.lower``) with
+``NvptxHooks``, optimised at O3 for NVPTX, and emitted as PTX by LLVM's NVPTX
+backend (``sm_80``/``sm_90``, PTX ISA 8.0). Compiling needs neither a GPU nor
+CuPy; calling the executable does (``polyir.ptx.runtime``).
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import llvmlite.binding as llvm
+
+from polyir.errors import CompileError
+from polyir.ir.nodes import Launch, Module
+from polyir.llvm.lower import LoweredFunction, lower_module
+from polyir.ptx.nvptx import NvptxHooks
+from polyir.target import Target
+
+TRIPLE = "nvptx64-nvidia-cuda"
+PTX_FEATURES = "+ptx80"
+SUPPORTED_SM = (80, 86, 89, 90)
+
+_LOCK = threading.Lock()
+_MACHINES: dict[int, llvm.TargetMachine] = {}
+
+
+def target_machine(sm: int) -> llvm.TargetMachine:
+    """The NVPTX target machine for ``sm_<sm>`` (created once per process)."""
+    if sm not in SUPPORTED_SM:
+        raise CompileError(f"CUDA target sm_{sm} is not supported; expected one of "
+                           f"{', '.join(f'sm_{s}' for s in SUPPORTED_SM)}")
+    with _LOCK:
+        machine = _MACHINES.get(sm)
+        if machine is None:
+            llvm.initialize_all_targets()
+            llvm.initialize_all_asmprinters()
+            target = llvm.Target.from_triple(TRIPLE)
+            machine = target.create_target_machine(cpu=f"sm_{sm}", features=PTX_FEATURES,
+                                                   opt=3, codemodel="default")
+            _MACHINES[sm] = machine
+        return machine
+
+
+def needs_mapping(module: Module) -> bool:
+    """True when some host function holds anything but launches."""
+    from polyir.gpu.mapping import is_launch_code
+    return any(f.kind == "host" and not all(is_launch_code(n) for n in f.body)
+               for f in module.functions)
+
+
+def map_for_gpu(module: Module, pipeline: str | None = None) -> Module:
+    """``module`` ready for the NVPTX lowering: ``pipeline`` if given, else
+    ``mark-parallel`` (when registered) and ``gpu-map``, only when needed."""
+    if pipeline is None and not needs_mapping(module):
+        return module
+    try:
+        from polyir import passes
+    except ImportError:  # the pass registry is optional for this backend
+        if pipeline is not None:
+            raise
+        from polyir.gpu.mapping import map_module
+        return map_module(module)
+    if pipeline is None:
+        pipeline = "mark-parallel,gpu-map" if _registered(passes, "mark-parallel") else "gpu-map"
+    return passes.transform(module, pipeline)
+
+
+def _registered(passes: Any, name: str) -> bool:
+    for attribute in ("registered_passes", "pass_names"):
+        lookup = getattr(passes, attribute, None)
+        if callable(lookup):
+            return name in lookup()
+    registry = getattr(passes, "PASSES", None) or getattr(passes, "REGISTRY", None) or {}
+    return name in registry
+
+
+def lower_kernels(module: Module, sm: int) -> tuple[str, dict[str, LoweredFunction]]:
+    """LLVM IR text (optimised, NVPTX) of every kernel of ``module``."""
+    launches: dict[str, Launch] = {}
+    from polyir.gpu.rewrite import walk_nodes
+    for function in module.functions:
+        for node in walk_nodes(function.body):
+            if isinstance(node, Launch):
+                launches.setdefault(node.kernel, node)
+    names = [f.name for f in module.functions if f.kind == "kernel"]
+    if not names:
+        raise CompileError("module has no kernel to compile for CUDA")
+    llvm_module, lowered = lower_module(module, NvptxHooks(launches), names=names)
+    machine = target_machine(sm)
+    llvm_module.triple = TRIPLE
+    llvm_module.data_layout = str(machine.target_data)
+    ref = llvm.parse_assembly(str(llvm_module))
+    ref.verify()
+    tuning = llvm.create_pipeline_tuning_options(speed_level=3)
+    builder = llvm.create_pass_builder(machine, tuning)
+    builder.getModulePassManager().run(ref, builder)
+    ref.verify()
+    return str(ref), lowered
+
+
+def emit_ptx(llvm_ir: str, sm: int) -> str:
+    """PTX assembly of NVPTX LLVM IR text."""
+    ref = llvm.parse_assembly(llvm_ir)
+    ref.verify()
+    return target_machine(sm).emit_assembly(ref)
+
+
+@dataclass
+class CudaExecutable:
+    """A compiled module for a CUDA GPU.
+
+    ``ir``: the mapped IR (host launches + kernels); ``llvm_ir``: the NVPTX LLVM
+    IR; ``ptx``: the PTX text; ``kernels``: each kernel's lowered signature.
+    Calling it runs the entry function's launches on the GPU (needs CuPy and a
+    GPU; raises ``polyir.DeviceError`` otherwise).
+    """
+
+    ir: Module
+    target: Target
+    llvm_ir: str
+    ptx: str
+    kernels: dict[str, LoweredFunction]
+    _runtime: Any = field(default=None, repr=False)
+
+    def __call__(self, *args: Any) -> None:
+        if self._runtime is None:
+            from polyir.ptx.runtime import CudaProgram
+            self._runtime = CudaProgram(self.ir, self.ptx, self.kernels)
+        self._runtime(*args)
+
+
+def build_cuda(module: Module, target: Target, pipeline: str | None = None) -> CudaExecutable:
+    """Map (when needed), lower and emit PTX for ``target.sm`` (default 90)."""
+    sm = target.sm or 90
+    mapped = map_for_gpu(module, pipeline)
+    try:
+        from polyir.ir.verifier import verify
+    except ImportError:  # pragma: no cover - the verifier ships with polyir
+        verify = None
+    if verify is not None:
+        verify(mapped)
+    llvm_ir, lowered = lower_kernels(mapped, sm)
+    ptx = emit_ptx(llvm_ir, sm)
+    return CudaExecutable(mapped, target, llvm_ir, ptx, lowered)
+
+
+__all__ = ["build_cuda", "CudaExecutable", "lower_kernels", "emit_ptx", "map_for_gpu",
+           "target_machine", "TRIPLE"]

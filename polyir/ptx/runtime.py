@@ -1,0 +1,258 @@
+"""Run compiled PTX through CuPy: load the module, bind arguments, launch.
+
+``CudaProgram(ir, ptx, kernels)(*args)`` follows the entry function's calling
+convention (``polyir.ir.nodes.Function``) and runs its body, which is a
+sequence of ``Launch`` nodes, on the current CUDA device:
+
+* CuPy arrays are used in place; torch CUDA tensors too (through
+  ``__cuda_array_interface__``, no copy); numpy arrays (and torch CPU tensors)
+  are copied to the device and, when the program writes them, back.
+* bf16 buffers are 16-bit on the device; float32 host/CuPy arrays given for
+  them are converted (rounded to bfloat16) on the way in and widened on the way
+  out; torch ``bfloat16`` CUDA tensors are used in place.
+* Host-function locals become zero-filled device arrays.
+* A launch whose grid has a dimension <= 0 runs nothing.
+
+Without CuPy or without a GPU, calling raises :class:`polyir.DeviceError`
+saying which; importing this module never needs either.
+"""
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from polyir.errors import ArgumentError, DeviceError
+from polyir.ir.nodes import Buffer, Function, Launch, Module, Symbol
+from polyir.ir.types import DType, round_to_bf16
+from polyir.llvm.lower import LoweredFunction
+
+MAX_STATIC_SHARED = 48 * 1024
+
+
+def require_cupy() -> Any:
+    """The ``cupy`` module, once a usable GPU is known to exist."""
+    try:
+        import cupy
+    except ImportError as error:
+        raise DeviceError(f"running CUDA code needs CuPy, which is not installed ({error}); "
+                          f"install cupy-cuda12x, or compile only (compile_for / .ptx)") from None
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as error:  # CUDARuntimeError without a driver
+        raise DeviceError(f"CuPy is installed but no CUDA GPU is usable: {error}") from None
+    if count < 1:
+        raise DeviceError("CuPy is installed but there is no CUDA GPU")
+    return cupy
+
+
+@dataclass
+class _Argument:
+    """One entry-function buffer on the device, and how to give it back."""
+
+    device: Any
+    host: Any = None          # numpy array to copy results into, if any
+    bf16_source: Any = None   # CuPy float32 array that a bf16 device copy stands for
+
+
+class CudaProgram:
+    """A loaded PTX module plus the host function that launches its kernels."""
+
+    def __init__(self, module: Module, ptx: str, kernels: dict[str, LoweredFunction]):
+        self.cupy = require_cupy()
+        self.module = module
+        self.entry = module.entry
+        self.kernels = kernels
+        from polyir.gpu.mapping import is_launch_code
+        for node in self.entry.body:
+            if not is_launch_code(node):
+                raise DeviceError(f"function '{self.entry.name}': host code other than "
+                                  f"launches cannot run on the CUDA runtime ({type(node).__name__})")
+        try:
+            self.raw = self.cupy.RawModule(code=ptx)
+        except Exception as error:
+            raise DeviceError(f"CUDA driver rejected the PTX: {error}") from None
+        self._functions: dict[str, Any] = {}
+
+    def function(self, name: str, shared_bytes: int) -> Any:
+        fn = self._functions.get(name)
+        if fn is None:
+            try:
+                fn = self.raw.get_function(name)
+            except Exception as error:
+                raise DeviceError(f"kernel '{name}' not found in the PTX module: {error}") from None
+            self._functions[name] = fn
+        if shared_bytes > MAX_STATIC_SHARED:
+            fn.max_dynamic_shared_size_bytes = shared_bytes
+        return fn
+
+    # ------------------------------------------------------------ calling
+    def __call__(self, *args: Any) -> None:
+        cp = self.cupy
+        buffers, symbols = self._bind(args)
+        for local in self.entry.locals:
+            shape = tuple(d.evaluate(symbols) for d in local.shape)
+            buffers[local.name] = _Argument(cp.zeros(shape, dtype=_device_dtype(local.dtype)))
+        self._run_host(self.entry.body, buffers, symbols)
+        cp.cuda.get_current_stream().synchronize()
+        for arg in buffers.values():
+            if arg.bf16_source is not None:
+                widened = (arg.device.astype(cp.uint32) << 16).view(cp.float32)
+                arg.bf16_source[...] = widened
+                if arg.host is not None:
+                    np.copyto(arg.host, cp.asnumpy(widened).reshape(arg.host.shape))
+            elif arg.host is not None:
+                np.copyto(arg.host, cp.asnumpy(arg.device).reshape(arg.host.shape))
+
+    def _run_host(self, nodes: Sequence[Any], buffers: dict[str, _Argument],
+                  symbols: dict[str, int]) -> None:
+        for node in nodes:
+            if isinstance(node, Launch):
+                self._launch(node, buffers, symbols)
+            elif all(c.holds(symbols) for c in node.conditions):
+                self._run_host(node.then_body, buffers, symbols)
+            else:
+                self._run_host(node.else_body, buffers, symbols)
+
+    def _launch(self, launch: Launch, buffers: dict[str, _Argument], symbols: dict[str, int]) -> None:
+        grid = tuple(int(g.evaluate(symbols)) for g in launch.grid)
+        if min(grid) <= 0:
+            return
+        kernel = self.module.function(launch.kernel)
+        lowered = self.kernels[launch.kernel]
+        by_param = dict(zip((p.name for p in kernel.params), launch.args))
+        env: dict[str, int] = {}
+        for param in kernel.params:
+            if isinstance(param, Symbol):
+                env[param.name] = symbols[by_param[param.name]]
+        for param in kernel.params:  # symbols that only appear in kernel parameter shapes
+            if isinstance(param, Buffer):
+                array = buffers[by_param[param.name]].device
+                for dim, size in zip(param.shape, array.shape):
+                    if len(dim.terms) == 1 and dim.terms[0][1] == 1 and dim.constant == 0 \
+                            and isinstance(dim.terms[0][0], str):
+                        env.setdefault(dim.terms[0][0], int(size))
+        values: list[Any] = []
+        for slot in lowered.params:
+            if slot.kind == "buffer":
+                device = buffers[by_param[slot.name]].device
+                values.append(device.pointer if isinstance(device, _TorchBF16) else device)
+            elif slot.kind == "symbol":
+                values.append(np.int64(env[slot.name]))
+            else:
+                raise DeviceError(f"kernel '{launch.kernel}': unexpected extra parameter {slot.name}")
+        fn = self.function(launch.kernel, launch.shared_bytes)
+        try:
+            fn(grid, tuple(launch.block), tuple(values), shared_mem=launch.shared_bytes)
+        except Exception as error:
+            raise DeviceError(f"launch of kernel '{launch.kernel}' grid {grid} block "
+                              f"{launch.block} failed: {error}") from None
+
+    def _bind(self, args: Sequence[Any]) -> tuple[dict[str, _Argument], dict[str, int]]:
+        entry = self.entry
+        if len(args) != len(entry.params):
+            raise ArgumentError(f"{entry.name}: expected {len(entry.params)} arguments "
+                                f"({', '.join(p.name for p in entry.params)}), got {len(args)}")
+        buffers: dict[str, _Argument] = {}
+        symbols: dict[str, int] = {}
+        for position, (param, value) in enumerate(zip(entry.params, args)):
+            if isinstance(param, Symbol):
+                if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
+                    raise ArgumentError(f"{entry.name}: argument {position} ('{param.name}') must "
+                                        f"be an int, got {type(value).__name__}")
+                symbols[param.name] = int(value)
+            else:
+                buffers[param.name] = self._device_argument(param, value, position)
+        for param in entry.params:
+            if isinstance(param, Buffer):
+                shape = buffers[param.name].device.shape
+                if len(shape) != param.rank:
+                    raise ArgumentError(f"{entry.name}: '{param.name}' has rank {len(shape)}, "
+                                        f"expected {param.rank}")
+                for dim, size in zip(param.shape, shape):
+                    if dim.is_constant:
+                        continue
+                    names = dim.variables()
+                    if len(dim.terms) == 1 and dim.terms[0] == (next(iter(names)), 1) \
+                            and dim.constant == 0:
+                        symbols.setdefault(next(iter(names)), int(size))
+        for param in entry.params:
+            if isinstance(param, Buffer):
+                shape = buffers[param.name].device.shape
+                for k, (dim, size) in enumerate(zip(param.shape, shape)):
+                    try:
+                        expected = dim.evaluate(symbols)
+                    except KeyError as missing:
+                        raise ArgumentError(f"{entry.name}: size symbol {missing} of "
+                                            f"'{param.name}' is not defined by any argument") from None
+                    if expected != size:
+                        raise ArgumentError(f"{entry.name}: '{param.name}' dimension {k} is {size}, "
+                                            f"expected {dim} = {expected}")
+        return buffers, symbols
+
+    def _device_argument(self, param: Buffer, value: Any, position: int) -> _Argument:
+        cp = self.cupy
+        name = f"{self.entry.name}: argument {position} ('{param.name}')"
+        expected = _device_dtype(param.dtype)
+        if type(value).__module__.startswith("torch"):
+            if value.device.type == "cuda":
+                if param.dtype is DType.BF16 and str(value.dtype) == "torch.bfloat16":
+                    return _Argument(_TorchBF16(value))
+                value = cp.asarray(value)  # __cuda_array_interface__: no copy
+            else:
+                value = value.detach().numpy()
+        if isinstance(value, (numbers.Number, np.generic)) and param.rank == 0:
+            value = np.asarray(value, dtype=param.dtype.numpy)
+        if isinstance(value, cp.ndarray):
+            if param.dtype is DType.BF16:
+                _check_dtype(value.dtype, np.dtype(np.float32), name)
+                return _Argument(_to_bf16_bits(cp, value), bf16_source=value)
+            _check_dtype(value.dtype, expected, name)
+            if not value.flags.c_contiguous:
+                raise ArgumentError(f"{name}: device arrays must be C-contiguous")
+            return _Argument(value)
+        if isinstance(value, np.ndarray):
+            if param.dtype is DType.BF16:
+                _check_dtype(value.dtype, np.dtype(np.float32), name)
+                device = cp.asarray(np.ascontiguousarray(value))
+                return _Argument(_to_bf16_bits(cp, device), host=value, bf16_source=device)
+            _check_dtype(value.dtype, expected, name)
+            return _Argument(cp.asarray(np.ascontiguousarray(value)), host=value)
+        raise ArgumentError(f"{name} must be a CuPy array, torch tensor or numpy array of "
+                            f"{param.dtype}, got {type(value).__name__}")
+
+
+class _TorchBF16:
+    """A torch bfloat16 CUDA tensor passed by pointer (CuPy has no bfloat16)."""
+
+    def __init__(self, tensor: Any):
+        if not tensor.is_contiguous():
+            raise ArgumentError("bfloat16 torch tensors must be contiguous")
+        self.tensor = tensor
+        self.shape = tuple(tensor.shape)
+
+    @property
+    def pointer(self) -> np.uint64:
+        """The device address, as the 64-bit kernel parameter CuPy passes by value."""
+        return np.uint64(self.tensor.data_ptr())
+
+
+def _device_dtype(dtype: DType) -> np.dtype:
+    return np.dtype(np.uint16) if dtype is DType.BF16 else dtype.numpy
+
+
+def _check_dtype(actual: np.dtype, expected: np.dtype, name: str) -> None:
+    if np.dtype(actual) != expected:
+        raise ArgumentError(f"{name} has dtype {actual}, expected {expected}")
+
+
+def _to_bf16_bits(cp: Any, array: Any) -> Any:
+    """bfloat16 bits (uint16) of a float32 CuPy array, rounded to nearest even."""
+    host = cp.asnumpy(array)
+    bits = (round_to_bf16(host).view(np.uint32) >> 16).astype(np.uint16)
+    return cp.asarray(bits)
+
+
+__all__ = ["CudaProgram", "require_cupy"]

@@ -1,0 +1,25 @@
+"""Property-based testing kit for polyir passes (public API).
+
+* ``programs(...)``                  Hypothesis strategy of random valid modules
+* ``symbol_values(function, sizes)``  values for a function's size symbols
+* ``random_arguments(function, rng, sizes)``  random inputs for a function
+* ``assert_equivalent(a, b, ...)``    compare two programs in the interpreter
+* ``assert_preserves_or_refuses(pass_fn, module)``  the property every pass must have
+
+See docs/testing.md for a complete example.
+"""
+from __future__ import annotations
+
+from polyir.testing.equivalence import (
+    DEFAULT_SIZES,
+    assert_equivalent,
+    assert_preserves_or_refuses,
+    random_arguments,
+    symbol_values,
+)
+from polyir.testing.strategies import programs
+
+__all__ = [
+    "programs", "symbol_values", "random_arguments", "assert_equivalent",
+    "assert_preserves_or_refuses", "DEFAULT_SIZES",
+]

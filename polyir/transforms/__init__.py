@@ -1,0 +1,16 @@
+"""Simple IR-to-IR passes, one module per pass; importing this package registers them.
+
+* ``simplify-bounds``         drop dominated bound terms, empty loops, constant ifs
+* ``remove-dead-statements``  drop writes to local buffers that nothing live reads
+* ``canonicalize-names``      renumber statements S0, S1, ... in program order
+"""
+from __future__ import annotations
+
+from polyir.transforms.canonicalize_names import CanonicalizeNames, canonicalize_names
+from polyir.transforms.remove_dead_statements import RemoveDeadStatements, remove_dead_statements
+from polyir.transforms.simplify_bounds import SimplifyBounds, simplify_bounds
+
+__all__ = [
+    "SimplifyBounds", "simplify_bounds", "RemoveDeadStatements", "remove_dead_statements",
+    "CanonicalizeNames", "canonicalize_names",
+]

@@ -1,0 +1,139 @@
+"""``remove-dead-statements``: drop statements whose writes nothing live reads.
+
+Parameters are live (the caller sees them). A local buffer is live when a
+live statement reads it; a statement is live when it writes a live buffer
+(or is a launch or barrier). The fixed point of these rules is computed at
+buffer granularity, which is conservative: one live read of a local keeps
+every write to it. Loops and ifs left empty, and locals no longer
+mentioned, are removed too.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Iterator, Sequence
+
+from polyir.ir.affine import Aff
+from polyir.ir.nodes import (Assign, BinOp, Call, Cast, Compare, Expr, For, FragmentFill, FragmentLoad,
+                             FragmentMMA, FragmentStore, Function, If, Launch, Load, Module, Node,
+                             Select)
+from polyir.passes import register_pass
+from polyir.transforms._util import rebuild_if
+
+
+def expr_reads(expr: Expr | Aff) -> Iterator[str]:
+    """Names of the buffers an expression (or a gather subscript) loads."""
+    if isinstance(expr, Load):
+        yield expr.buffer
+        for index in expr.indices:
+            yield from expr_reads(index)
+    elif isinstance(expr, (BinOp, Compare)):
+        yield from expr_reads(expr.lhs)
+        yield from expr_reads(expr.rhs)
+    elif isinstance(expr, Call):
+        for arg in expr.args:
+            yield from expr_reads(arg)
+    elif isinstance(expr, Select):
+        for part in (expr.cond, expr.if_true, expr.if_false):
+            yield from expr_reads(part)
+    elif isinstance(expr, Cast):
+        yield from expr_reads(expr.value)
+
+
+def accesses(node: Node) -> tuple[set[str], set[str]]:
+    """``(writes, reads)``: buffer names a leaf node writes and reads."""
+    if isinstance(node, Assign):
+        reads = set(expr_reads(node.value))
+        for index in node.indices:
+            reads |= set(expr_reads(index))
+        return {node.buffer}, reads
+    if isinstance(node, FragmentFill):
+        return {node.fragment}, set(expr_reads(node.value))
+    if isinstance(node, FragmentLoad):
+        return {node.fragment}, {node.buffer}
+    if isinstance(node, FragmentMMA):
+        return {node.result}, {node.a, node.b, node.acc}
+    if isinstance(node, FragmentStore):
+        return {node.buffer}, {node.fragment}
+    if isinstance(node, Launch):
+        return set(node.args), set(node.args)
+    return set(), set()
+
+
+def _leaves(nodes: Sequence[Node]) -> Iterator[Node]:
+    for node in nodes:
+        if isinstance(node, For):
+            yield from _leaves(node.body)
+        elif isinstance(node, If):
+            yield from _leaves(node.then_body)
+            yield from _leaves(node.else_body)
+        else:
+            yield node
+
+
+def live_buffers(function: Function) -> set[str]:
+    """Buffers whose contents can reach a parameter (the fixed point above)."""
+    local_names = {b.name for b in function.locals}
+    live = {p.name for p in function.params}
+    leaves = [(node, *accesses(node)) for node in _leaves(function.body)]
+    changed = True
+    while changed:
+        changed = False
+        for node, writes, reads in leaves:
+            always = not isinstance(node, (Assign, FragmentFill, FragmentLoad, FragmentMMA, FragmentStore))
+            if always or writes - local_names or writes & live:
+                new = reads - live
+                if new:
+                    live |= new
+                    changed = True
+    return live
+
+
+def _prune(nodes: Sequence[Node], dead: set[str]) -> tuple[Node, ...]:
+    kept: list[Node] = []
+    for node in nodes:
+        if isinstance(node, For):
+            body = _prune(node.body, dead)
+            if body:
+                kept.append(replace(node, body=body))
+        elif isinstance(node, If):
+            then_body, else_body = _prune(node.then_body, dead), _prune(node.else_body, dead)
+            if then_body or else_body:
+                kept.append(rebuild_if(node, then_body, else_body))
+        else:
+            writes, _ = accesses(node)
+            if not (writes and writes <= dead):
+                kept.append(node)
+    return tuple(kept)
+
+
+def _mentioned(function: Function) -> set[str]:
+    names: set[str] = set()
+    for node in _leaves(function.body):
+        writes, reads = accesses(node)
+        names |= writes | reads
+    return names
+
+
+def remove_dead_in_function(function: Function) -> Function:
+    """``function`` without the statements that only feed dead locals."""
+    live = live_buffers(function)
+    dead = {b.name for b in function.locals} - live
+    if not dead:
+        return function
+    pruned = replace(function, body=_prune(function.body, dead))
+    mentioned = _mentioned(pruned)
+    return replace(pruned, locals=tuple(b for b in function.locals if b.name in mentioned))
+
+
+def remove_dead_statements(module: Module) -> Module:
+    """Every function of ``module`` without dead statements and unused locals."""
+    return Module(tuple(remove_dead_in_function(f) for f in module.functions))
+
+
+@register_pass("remove-dead-statements")
+@dataclass(frozen=True)
+class RemoveDeadStatements:
+    """Remove statements writing local buffers that no live statement reads (iteratively)."""
+
+    def run(self, module: Module) -> Module:
+        return remove_dead_statements(module)
