@@ -2,7 +2,7 @@
 
 ``run(quick)`` returns rows ``{name, shape, dtype, polyir_s, peer, peer_s, ratio}``
 where ``polyir_s`` and ``peer_s`` are median wall-clock seconds over repeated
-calls (compilation excluded) and ``ratio = peer_s / polyir_s`` (above 1: polyir
+calls (compilation excluded; the two are timed alternately) and ``ratio = peer_s / polyir_s`` (above 1: polyir
 is faster than the peer). Run ``python -m bench.cpu_bench [--quick]`` for a table.
 
 The matrix product is written directly in IR with a hand-chosen tiling (polyir's
@@ -17,7 +17,8 @@ import argparse
 import statistics
 import tempfile
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -65,15 +66,19 @@ func chain(y: f32[N], x: f32[N], a: f32[], b: f32[]) {
 """``y = tanh(a*x + b) * x``."""
 
 
-def median_seconds(call: Callable[[], Any], repeats: int) -> float:
-    """Median wall-clock time of ``call()`` after one warm-up call."""
-    call()
-    times = []
+def paired_medians(first: Callable[[], Any], second: Callable[[], Any],
+                   repeats: int) -> tuple[float, float]:
+    """Median wall-clock seconds of ``first()`` and ``second()``, timed alternately
+    (after one warm-up call each) so that both see the same machine load."""
+    first()
+    second()
+    times: tuple[list[float], list[float]] = ([], [])
     for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for call, into in ((first, times[0]), (second, times[1])):
+            start = time.perf_counter()
+            call()
+            into.append(time.perf_counter() - start)
+    return statistics.median(times[0]), statistics.median(times[1])
 
 
 def _row(name: str, shape: str, polyir_s: float, peer: str, peer_s: float) -> dict:
@@ -100,10 +105,13 @@ def run(quick: bool) -> list[dict]:
         matmul(C, A, B)
         np.testing.assert_allclose(C, A @ B, rtol=1e-3, atol=1e-3 * np.sqrt(n))
         shape = f"{n}x{n}x{n}"
-        parallel_s = median_seconds(lambda: matmul(C, A, B), repeats)
-        rows.append(_row("matmul", shape, parallel_s, "numpy", median_seconds(lambda: A @ B, repeats)))
-        rows.append(_row(f"matmul parallel ({cores} cores)", shape, parallel_s, "polyir serial",
-                         median_seconds(lambda: matmul_serial(C, A, B), repeats)))
+        polyir_s, numpy_s = paired_medians(lambda C=C, A=A, B=B: matmul(C, A, B),
+                                           lambda A=A, B=B: A @ B, repeats)
+        rows.append(_row("matmul", shape, polyir_s, "numpy", numpy_s))
+        polyir_s, serial_s = paired_medians(lambda C=C, A=A, B=B: matmul(C, A, B),
+                                            lambda C=C, A=A, B=B: matmul_serial(C, A, B), repeats)
+        rows.append(_row(f"matmul parallel ({cores} cores)", shape, polyir_s, "polyir serial",
+                         serial_s))
 
     size = 1 << 22
     x = rng.standard_normal(size, dtype=np.float32)
@@ -111,11 +119,13 @@ def run(quick: bool) -> list[dict]:
     a, b = np.float32(0.5), np.float32(0.25)
     chain(y, x, a, b)
     np.testing.assert_allclose(y, np.tanh(a * x + b) * x, rtol=1e-5, atol=1e-6)
-    parallel_s = median_seconds(lambda: chain(y, x, a, b), repeats)
-    rows.append(_row("tanh(a*x+b)*x", "2^22", parallel_s, "numpy",
-                     median_seconds(lambda: np.tanh(a * x + b) * x, repeats)))
-    rows.append(_row(f"tanh(a*x+b)*x parallel ({cores} cores)", "2^22", parallel_s,
-                     "polyir serial", median_seconds(lambda: chain_serial(y, x, a, b), repeats)))
+    polyir_s, numpy_s = paired_medians(lambda: chain(y, x, a, b),
+                                       lambda: np.tanh(a * x + b) * x, repeats)
+    rows.append(_row("tanh(a*x+b)*x", "2^22", polyir_s, "numpy", numpy_s))
+    polyir_s, serial_s = paired_medians(lambda: chain(y, x, a, b),
+                                        lambda: chain_serial(y, x, a, b), repeats)
+    rows.append(_row(f"tanh(a*x+b)*x parallel ({cores} cores)", "2^22", polyir_s,
+                     "polyir serial", serial_s))
     return rows
 
 

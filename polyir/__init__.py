@@ -49,10 +49,12 @@ def verify(module: Any) -> None:
     _verify(module)
 
 
-def interpret(ir: Any, *args: Any, parallel_order: str = "forward", seed: int = 0) -> Any:
+def interpret(ir: Any, *args: Any, parallel_order: str = "forward", seed: int = 0,
+              function: str | None = None, check_bounds: bool = True) -> Any:
     """Run IR on numpy arrays, in place; see ``polyir.ir.interpreter.interpret``."""
     from polyir.ir.interpreter import interpret as _interpret
-    return _interpret(ir, *args, parallel_order=parallel_order, seed=seed)
+    return _interpret(ir, *args, parallel_order=parallel_order, seed=seed, function=function,
+                      check_bounds=check_bounds)
 
 
 def transform(ir: Any, pipeline: str, **options: Any) -> Any:

@@ -14,7 +14,8 @@ import argparse
 import os
 import sys
 import tempfile
-from typing import Sequence, TextIO
+from collections.abc import Sequence
+from typing import TextIO
 
 from polyir.errors import ParseError, PassError, PolyirError, VerifyError
 

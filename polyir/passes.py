@@ -26,7 +26,8 @@ import dataclasses
 import importlib
 import re
 import typing
-from typing import Any, Callable, Iterable, Sequence, TextIO, Union
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TextIO, Union
 
 from polyir.errors import PassError, PolyirError
 from polyir.ir.nodes import Module
@@ -82,7 +83,8 @@ def register_pass(name: str) -> Callable[[type], type]:
             raise TypeError(f"pass {name!r}: {cls.__name__} must be a frozen dataclass")
         if not callable(getattr(cls, "run", None)):
             raise TypeError(f"pass {name!r}: {cls.__name__} has no run(self, module) method")
-        if not (cls.__doc__ or "").strip() or cls.__doc__.startswith(f"{cls.__name__}("):
+        doc = cls.__doc__ or ""
+        if not doc.strip() or doc.startswith(f"{cls.__name__}("):  # dataclass's generated docstring
             raise TypeError(f"pass {name!r}: {cls.__name__} needs a docstring saying what it does")
         option_types(cls)  # validates the field types
         existing = _REGISTRY.get(name)
@@ -226,7 +228,7 @@ class _PipelineParser:
                 self.pos += 1
                 return
             if not self.peek():
-                raise self.error(f"expected '}}' to close the options of pass '{cls.pass_name}'")
+                raise self.error(f"expected '}}' to close the options of pass '{pass_name(cls)}'")
             key_start = self.pos
             match = _NAME.match(self.text, self.pos)
             if not match:

@@ -45,5 +45,5 @@ HAS_PTXAS = shutil.which("ptxas") is not None
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU and CuPy")
     for item in items:
-        if "gpu" in item.keywords and not HAS_GPU:
+        if item.get_closest_marker("gpu") is not None and not HAS_GPU:  # not keywords: tests/gpu is a directory name
             item.add_marker(skip_gpu)

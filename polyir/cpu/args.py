@@ -10,8 +10,9 @@ takes a Python scalar. Wrong count, dtype, rank or shape raises
 from __future__ import annotations
 
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -93,60 +94,90 @@ def _symbol_value(value: Any, name: str, position: int, fname: str) -> int:
     return int(value)
 
 
-def bind_arguments(function: Function, slots: Sequence[ParamSlot], args: Sequence[Any],
-                   written: set[str]) -> BoundCall:
-    """Check ``args`` against ``function`` and return the raw call values.
+@dataclass(frozen=True)
+class _BufferPlan:
+    position: int
+    param: Buffer
+    numpy_dtype: np.dtype
+    defines: tuple[tuple[int, str], ...]      # (axis, symbol) the array's shape defines
+    signature_text: str
+
+
+class ArgumentBinder:
+    """The calling convention of one function, prepared once; ``bind(args)`` per call.
 
     ``written`` names the buffers the function stores to: a written buffer may
     not share memory with another argument (the code assumes ``noalias``).
     """
-    fname = f"{function.name}()"
-    if len(args) != len(function.params):
-        names = ", ".join(p.name for p in function.params)
-        raise ArgumentError(f"{fname} takes {len(function.params)} arguments ({names}), "
-                            f"got {len(args)}")
-    arrays: dict[str, np.ndarray] = {}
-    symbols: dict[str, int] = {}
-    for position, (param, value) in enumerate(zip(function.params, args)):
-        if isinstance(param, Symbol):
-            symbols[param.name] = _symbol_value(value, param.name, position, fname)
-            continue
-        array = _as_array(value, param, position, fname)
-        if array.dtype != param.dtype.numpy:
-            raise ArgumentError(f"{fname}: argument {position} ('{param.name}') has dtype "
-                                f"{array.dtype}; expected {param.dtype.numpy} for {param.dtype}")
-        if array.ndim != param.rank:
-            raise ArgumentError(f"{fname}: argument {position} ('{param.name}') has rank "
-                                f"{array.ndim}; expected {param.rank} "
-                                f"(shape [{', '.join(map(str, param.shape))}])")
-        arrays[param.name] = array
-    # symbols defined by a dimension that is exactly one symbol
-    for param in function.params:
-        if isinstance(param, Buffer):
+
+    def __init__(self, function: Function, slots: Sequence[ParamSlot], written: set[str]):
+        self.function = function
+        self.fname = f"{function.name}()"
+        self.written = written
+        self.slots = list(slots)
+        self.plans: list[_BufferPlan | None] = []
+        defined: set[str] = {p.name for p in function.params if isinstance(p, Symbol)}
+        for position, param in enumerate(function.params):
+            if isinstance(param, Symbol):
+                self.plans.append(None)
+                continue
+            defines = []
             for axis, dim in enumerate(param.shape):
                 if len(dim.terms) == 1 and dim.constant == 0 and dim.terms[0][1] == 1 \
-                        and isinstance(dim.terms[0][0], str) and dim.terms[0][0] not in symbols:
-                    symbols[dim.terms[0][0]] = int(arrays[param.name].shape[axis])
-    _check_shapes(function, arrays, symbols, fname)
-    _check_overlap(arrays, written, fname)
+                        and isinstance(dim.terms[0][0], str) and dim.terms[0][0] not in defined:
+                    defines.append((axis, dim.terms[0][0]))
+                    defined.add(dim.terms[0][0])
+            self.plans.append(_BufferPlan(position, param, param.dtype.numpy, tuple(defines),
+                                          ", ".join(str(d) for d in param.shape)))
+        self.undefined = [s.name for s in slots if s.kind == "symbol" and s.name not in defined]
 
-    bound = BoundCall([])
-    for slot in slots:
-        if slot.kind == "buffer":
-            array = arrays[slot.name]
-            if not array.flags.c_contiguous:
-                contiguous = np.ascontiguousarray(array)
-                if array.flags.writeable:
-                    bound.copy_back.append((array, contiguous))
-                array = contiguous
-            bound.keep_alive.append(array)
-            bound.values.append(array.ctypes.data)
-        elif slot.kind == "symbol":
-            if slot.name not in symbols:
-                raise ArgumentError(f"{fname}: symbol '{slot.name}' is not defined by any "
-                                    f"argument")
-            bound.values.append(symbols[slot.name])
-    return bound
+    def bind(self, args: Sequence[Any]) -> BoundCall:
+        """Check ``args`` and return the raw call values; raises ``ArgumentError``."""
+        fname, params = self.fname, self.function.params
+        if len(args) != len(params):
+            names = ", ".join(p.name for p in params)
+            raise ArgumentError(f"{fname} takes {len(params)} arguments ({names}), "
+                                f"got {len(args)}")
+        if self.undefined:
+            raise ArgumentError(f"{fname}: symbol '{self.undefined[0]}' is not defined by any "
+                                f"argument")
+        arrays: dict[str, np.ndarray] = {}
+        symbols: dict[str, int] = {}
+        for position, (plan, param, value) in enumerate(zip(self.plans, params, args, strict=True)):
+            if plan is None:
+                symbols[param.name] = _symbol_value(value, param.name, position, fname)
+                continue
+            array = value if type(value) is np.ndarray else \
+                _as_array(value, plan.param, plan.position, fname)
+            if array.dtype != plan.numpy_dtype:
+                raise ArgumentError(f"{fname}: argument {plan.position} ('{param.name}') has "
+                                    f"dtype {array.dtype}; expected {plan.numpy_dtype} for "
+                                    f"{plan.param.dtype}")
+            if array.ndim != plan.param.rank:
+                raise ArgumentError(f"{fname}: argument {plan.position} ('{param.name}') has "
+                                    f"rank {array.ndim}; expected {plan.param.rank} "
+                                    f"(shape [{plan.signature_text}])")
+            for axis, symbol in plan.defines:
+                symbols[symbol] = array.shape[axis]
+            arrays[param.name] = array
+        _check_shapes(self.function, arrays, symbols, fname)
+        if len(arrays) > 1 and self.written:
+            _check_overlap(arrays, self.written, fname)
+
+        bound = BoundCall([])
+        for slot in self.slots:
+            if slot.kind == "buffer":
+                array = arrays[slot.name]
+                if not array.flags.c_contiguous:
+                    contiguous = np.ascontiguousarray(array)
+                    if array.flags.writeable:
+                        bound.copy_back.append((array, contiguous))
+                    array = contiguous
+                bound.keep_alive.append(array)
+                bound.values.append(array.__array_interface__["data"][0])
+            elif slot.kind == "symbol":
+                bound.values.append(symbols[slot.name])
+        return bound
 
 
 def _check_shapes(function: Function, arrays: dict[str, np.ndarray], symbols: dict[str, int],

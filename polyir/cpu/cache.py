@@ -15,9 +15,9 @@ import json
 import os
 import tempfile
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 FORMAT = 1
 

@@ -16,14 +16,14 @@ in ``@F.parN.body``); locals used elsewhere too are shared.
 """
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from llvmlite import ir
 
 from polyir.ir.nodes import For, Function, If, Node
-from polyir.llvm.hooks import I32, I64, LoweringHooks
 from polyir.ir.types import DType
-from polyir.llvm.lower import FunctionLowerer, buffers_used
+from polyir.llvm.hooks import I32, I64, LoweringHooks
+from polyir.llvm.lower import FunctionLowerer, buffers_used, loop_hints
 from polyir.llvm.mathlib import emit_exp_f32, emit_tanh_f32
 
 PTR = ir.PointerType()
@@ -103,9 +103,7 @@ class CpuHooks(LoweringHooks):
         dispatcher = lowerer.llfunc.args[-1]
         status = b.call(dispatcher, [chunk, ctx, trip])
         failed = b.icmp_signed("!=", status, ir.Constant(I32, 0))
-        ok = lowerer.llfunc.append_basic_block(f"{chunk.name}.done")
-        b.cbranch(failed, lowerer.oom_block(), ok)
-        b.position_at_end(ok)
+        lowerer.fail_if(failed, status, f"{chunk.name}.done")
 
     def _outline(self, lowerer: FunctionLowerer, loop: For, shared: list[str],
                  values: list[str], private: list) -> ir.Function:
@@ -121,15 +119,15 @@ class CpuHooks(LoweringHooks):
         inner.parallel_depth = 1
         inner.outlined = lowerer.outlined
         args = list(body_fn.args)
-        for name, arg in zip(shared, args):
+        for name, arg in zip(shared, args, strict=False):
             arg.name = name
             arg.add_attribute("noalias")
-        for name, arg in zip(values, args[len(shared):]):
+        for name, arg in zip(values, args[len(shared):], strict=False):
             arg.name = name
             inner.bind(name, arg)
         lo, begin, end = args[-3:]
         lo.name, begin.name, end.name = f"{loop.var}.lo", "begin", "end"
-        for name, arg in zip(shared, args):
+        for name, arg in zip(shared, args, strict=False):
             inner.bind_buffer(lowerer.buffers[name].buffer, arg)
         inner.allocate_locals(private)
 
@@ -141,7 +139,7 @@ class CpuHooks(LoweringHooks):
             inner.bind(loop.var, value)
             inner.lower_body(loop.body)
 
-        inner.emit_range_loop(begin, end, 1, iteration, f"{loop.var}.k")
+        inner.emit_range_loop(begin, end, 1, iteration, f"{loop.var}.k", loop_hints(loop))
         inner.finish()
 
         chunk = ir.Function(module, CHUNK_TYPE, base)

@@ -18,14 +18,15 @@ from typing import Any
 
 import llvmlite.binding as llvm
 
-from polyir.errors import CompileError
-from polyir.ir.nodes import Assign, For, FragmentStore, If, Module, Node
-from polyir.llvm.lower import lower_function, signature
-from polyir.target import Target
+from polyir.cpu.args import ArgumentBinder
 from polyir.cpu.cache import CompileCache, cache_key, compiler_fingerprint, default_cache_dir
 from polyir.cpu.hooks import CpuHooks
-from polyir.cpu.args import bind_arguments
 from polyir.cpu.parallel import ParallelRuntime
+from polyir.errors import CompileError
+from polyir.ir.nodes import Assign, For, FragmentStore, If, Module, Node
+from polyir.ir.printer import print_module
+from polyir.llvm.lower import lower_function, signature
+from polyir.target import Target
 
 _LOCK = threading.RLock()
 _STATE: dict[str, Any] = {}
@@ -76,6 +77,17 @@ def optimise(module_ref: llvm.ModuleRef) -> None:
     builder.getModulePassManager().run(module_ref, builder)
 
 
+def _check_external_symbols(ref: llvm.ModuleRef, function: str) -> None:
+    """Every function the code calls must exist in the process (libm, libc):
+    MCJIT would otherwise jump to address 0."""
+    for declared in ref.functions:
+        name = declared.name
+        if declared.is_declaration and not name.startswith("llvm.") \
+                and not llvm.address_of_symbol(name):
+            raise CompileError(f"function '{function}': external function '{name}' is not "
+                               f"available in this process")
+
+
 def _written(nodes: tuple[Node, ...]) -> set[str]:
     found: set[str] = set()
     for node in nodes:
@@ -88,12 +100,10 @@ def _written(nodes: tuple[Node, ...]) -> set[str]:
     return found
 
 
-def _ir_text(module: Module) -> str:
-    try:
-        from polyir.ir.printer import print_module
-        return print_module(module)
-    except ImportError:
-        return repr(module)
+def llvm_name(module: Module) -> str:
+    """The LLVM symbol of the entry function (prefixed: a polyir function may be
+    called ``exp`` or ``free``)."""
+    return f"polyir.{module.entry.name}"
 
 
 class CpuExecutable:
@@ -113,13 +123,13 @@ class CpuExecutable:
         self.function = module.entry
         self.hooks = CpuHooks(target.cores)
         self.slots = signature(self.function, self.hooks)
-        self.written = _written(self.function.body)
+        self.binder = ArgumentBinder(self.function, self.slots, _written(self.function.body))
         self._asm: str | None = None
         with _LOCK:
             engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), host_machine())
             engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
             engine.finalize_object()
-            address = engine.get_function_address(self.function.name)
+            address = engine.get_function_address(llvm_name(module))
         if not address:
             raise CompileError(f"function '{self.function.name}': no symbol in object code")
         self._engine = engine
@@ -140,14 +150,14 @@ class CpuExecutable:
         return self._asm
 
     def __call__(self, *args: Any) -> None:
-        bound = bind_arguments(self.function, self.slots, args, self.written)
+        bound = self.binder.bind(args)
         values = bound.values + [self._runtime.address]
         status = self._cfunc(*values)
         if status == 1:
             raise MemoryError(f"{self.function.name}(): cannot allocate local buffers")
         if status != 0:
-            raise RuntimeError(f"{self.function.name}(): parallel runtime failed "
-                               f"(status {status})")
+            raise RuntimeError(f"{self.function.name}(): the parallel runtime failed "
+                               f"(status {status}); outputs may be partly written")
         bound.finish()
 
 
@@ -160,7 +170,7 @@ def lower_to_llvm(module: Module, target: Target) -> str:
     llmod = ir.Module(name=f"polyir.{function.name}")
     llmod.triple = _STATE["triple"]
     llmod.data_layout = _STATE["data_layout"]
-    lower_function(llmod, function, CpuHooks(target.cores))
+    lower_function(llmod, function, CpuHooks(target.cores), llvm_name(module))
     return str(llmod)
 
 
@@ -176,7 +186,7 @@ def build_cpu(module: Module, target: Target, cache_dir: Any = DEFAULT) -> CpuEx
     with _LOCK:
         _initialise()
         fingerprint = _STATE["fingerprint"]
-        key = cache_key(_ir_text(module), repr(target), host_description(), fingerprint)
+        key = cache_key(print_module(module), repr(target), host_description(), fingerprint)
         entry = cache.load(key, fingerprint)
         if entry is not None:
             try:
@@ -194,6 +204,7 @@ def build_cpu(module: Module, target: Target, cache_dir: Any = DEFAULT) -> CpuEx
             raise CompileError(f"function '{module.entry.name}': invalid LLVM IR from "
                                f"lowering: {error}") from None
         optimise(ref)
+        _check_external_symbols(ref, module.entry.name)
         object_code = _STATE["machine"].emit_object(ref)
         cache.store(key, fingerprint, object_code, llvm_ir,
                     {"function": module.entry.name, "target": repr(target)})

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 CHUNK_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
@@ -45,11 +46,11 @@ class ParallelRuntime:
 
     def __init__(self, workers: int):
         self.workers = max(1, workers)
-        self._functions: dict[int, ctypes._CFuncPtr] = {}
+        self._functions: dict[int, Callable[[int, int, int], int]] = {}
         self.callback = PARALLEL_FOR(self._parallel_for)
         self.address = ctypes.cast(self.callback, ctypes.c_void_p).value
 
-    def _chunk_function(self, address: int) -> ctypes._CFuncPtr:
+    def _chunk_function(self, address: int) -> Callable[[int, int, int], int]:
         function = self._functions.get(address)
         if function is None:
             function = CHUNK_FN(address)

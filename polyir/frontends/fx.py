@@ -19,6 +19,7 @@ shapes.
 """
 from __future__ import annotations
 
+import functools
 import operator
 import warnings
 from dataclasses import dataclass, field
@@ -52,12 +53,28 @@ class Captured:
     output_count: int = 0
 
 
+@functools.lru_cache(maxsize=1)
 def _decompositions() -> dict[Any, Callable[..., Any]]:
     from torch._decomp import core_aten_decompositions
     table = dict(core_aten_decompositions())
     # Attention is lowered as a whole (the causal mask becomes a loop guard).
     table.pop(aten._scaled_dot_product_flash_attention_for_cpu.default, None)
     return table
+
+
+class _AttentionAsOneOp(torch.overrides.TorchFunctionMode):
+    """While tracing, ``F.scaled_dot_product_attention`` becomes the opaque
+    ``polyir.attention`` operator (make_fx would otherwise decompose it before
+    any decomposition table is consulted)."""
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if func is torch.nn.functional.scaled_dot_product_attention:
+            from polyir.frontends.aten.attention import sdpa_as_attention
+            result = sdpa_as_attention(*args, **kwargs)
+            if result is not NotImplemented:
+                return result
+        return func(*args, **kwargs)
 
 
 def model_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -84,7 +101,8 @@ def capture(model: torch.nn.Module, args: Sequence[Any]) -> Captured:
             leaves[position] = tensor
         call_args = pytree.tree_unflatten(leaves, in_spec)
         bound = dict(zip(names, tensors[len(tensor_positions):]))
-        result = torch.func.functional_call(model, bound, tuple(call_args))
+        with _AttentionAsOneOp():
+            result = torch.func.functional_call(model, bound, tuple(call_args))
         out_leaves, captured.out_spec = pytree.tree_flatten(result)
         captured.constant_outputs = {i: leaf for i, leaf in enumerate(out_leaves)
                                      if not isinstance(leaf, torch.Tensor)}

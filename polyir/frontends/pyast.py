@@ -18,19 +18,40 @@ Entry point: :func:`lower_kernel` (source, argument specs) -> ``Module``.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
-from polyir.errors import UnsupportedSyntax
 from polyir.frontends.pycheck import KernelSource
+from polyir.frontends.pycond import Dnf, atom, conjuncts, count_stores, negate_atom, product, simplify
 from polyir.frontends.pyexpr import (
-    BINARY_OPERATORS, COMPARE_OPERATORS as _COMPARES, WEAK_INT, ArrayRef, Binding, ExprLowering, NotAffine, ScalarRef, contains_load, loaded_buffers,
+    BINARY_OPERATORS,
+    COMPARE_OPERATORS,
+    ArrayRef,
+    Binding,
+    ExprLowering,
+    NotAffine,
+    ScalarRef,
+    contains_load,
+    loaded_buffers,
 )
-from polyir.frontends.pytypes import BOOL, Val, VType, aff_val, convert, promote
-from polyir.ir.affine import Aff, Constraint
+from polyir.frontends.pytypes import BOOL, WEAK_INT, Val, VType, aff_val, convert, promote
+from polyir.ir.affine import Aff
 from polyir.ir.nodes import (
-    Assign, BinOp, Buffer, Call, Expr, For, Function, If, Load, Module, Node, Param, Select,
-    SourceLoc, Symbol,
+    Assign,
+    BinOp,
+    Buffer,
+    Call,
+    Expr,
+    For,
+    Function,
+    If,
+    Load,
+    Module,
+    Node,
+    Param,
+    Select,
+    SourceLoc,
+    Symbol,
 )
 from polyir.ir.types import DType, MemorySpace
 
@@ -42,7 +63,6 @@ RESERVED = frozenset({
     "sigmoid", "sin", "cos", "floor", "ceil", "max", "min", "pow", "fragment_fill", "fragment_load",
     "fragment_mma", "fragment_store",
 })
-_NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 _MAX_DISJUNCTS = 64
 _MAX_PASSES = 12
 
@@ -141,7 +161,7 @@ class FunctionLowering(ExprLowering):
 
     def _bind_params(self, specs: tuple[ArgSpec, ...]) -> None:
         preferred = self._preferred_symbols()
-        for py_name, spec in zip(self.src.params, specs):
+        for py_name, spec in zip(self.src.params, specs, strict=True):
             name = self.ir_names[py_name]
             if spec.kind == "array":
                 assert spec.dtype is not None
@@ -269,7 +289,7 @@ class FunctionLowering(ExprLowering):
                 nodes.append(Assign(self.statement_name(), name, (), val.as_expr(), self.location(stmt)))
                 parked.append(Val(val.vtype, Load(name, ())))
             vals = parked
-        for elt, val in zip(target.elts, vals):
+        for elt, val in zip(target.elts, vals, strict=True):
             if isinstance(elt, ast.Tuple):
                 raise self.unsupported(stmt, "unsupported syntax: nested tuple assignment")
             nodes.extend(self.assign_value(elt, val, stmt, guard))
@@ -394,23 +414,23 @@ class FunctionLowering(ExprLowering):
             pass
         else:
             return self.chain(dnf, lambda: self.block(stmt.body), lambda: self.block(stmt.orelse), stmt)
-        conjuncts = _conjuncts(stmt.test)
-        affine: list[list[list[Constraint]]] = []
+        parts = conjuncts(stmt.test)
+        affine: list[Dnf] = []
         data: list[ast.expr] = []
-        for part in conjuncts:
+        for part in parts:
             try:
                 affine.append(self.dnf(part, False))
             except NotAffine:
                 data.append(part)
         if not affine:
             return self.select_if(data, stmt.body, stmt.orelse, stmt, None)
-        combined: list[list[Constraint]] = [[]]
+        combined: Dnf = [[]]
         for part_dnf in affine:
             combined = self._product(combined, part_dnf, stmt)
         return self.chain(combined, lambda: self.select_if(data, stmt.body, stmt.orelse, stmt, None),
                           lambda: self.block(stmt.orelse), stmt)
 
-    def chain(self, dnf: list[list[Constraint]], then: Callable[[], list[Node]],
+    def chain(self, dnf: Dnf, then: Callable[[], list[Node]],
               otherwise: Callable[[], list[Node]], stmt: ast.stmt) -> list[Node]:
         """``if d1: then elif d2: then ... else: otherwise`` for a DNF ``[d1, d2, ...]``."""
         if not dnf:
@@ -421,9 +441,13 @@ class FunctionLowering(ExprLowering):
         else_nodes = self.chain(dnf[1:], then, otherwise, stmt)
         if not then_nodes and not else_nodes:
             return []
+        if not then_nodes and len(dnf[0]) == 1:
+            negated = negate_atom([dnf[0]])       # if c: pass else: E  ->  if not c: E
+            if len(negated) == 1:
+                return [If(tuple(negated[0]), tuple(else_nodes), (), loc=self.location(stmt))]
         return [If(tuple(dnf[0]), tuple(then_nodes), tuple(else_nodes), loc=self.location(stmt))]
 
-    def dnf(self, node: ast.expr, negated: bool) -> list[list[Constraint]]:
+    def dnf(self, node: ast.expr, negated: bool) -> Dnf:
         """An affine condition as a list of conjunctions; ``NotAffine`` otherwise."""
         if isinstance(node, ast.BoolOp):
             parts = [self.dnf(v, negated) for v in node.values]
@@ -431,34 +455,36 @@ class FunctionLowering(ExprLowering):
             result = parts[0]
             for part in parts[1:]:
                 result = self._product(result, part, node) if conjunctive else result + part
-            return _dedupe(result)
+            return simplify(result)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             return self.dnf(node.operand, not negated)
+        if isinstance(node, ast.Constant) and isinstance(node.value, (bool, int, float)):
+            return [[]] if bool(node.value) != negated else []
         if isinstance(node, ast.Compare):
-            atoms: list[list[list[Constraint]]] = []
+            atoms: list[Dnf] = []
             left = self.lower_affine(node.left)
-            for op_node, right_node in zip(node.ops, node.comparators):
-                op = _COMPARES.get(type(op_node))
+            for op_node, right_node in zip(node.ops, node.comparators, strict=True):
+                op = COMPARE_OPERATORS.get(type(op_node))
                 if op is None:
                     raise NotAffine(node)
                 right = self.lower_affine(right_node)
-                atoms.append(_atom(left, op, right))
+                atoms.append(atom(left, op, right))
                 left = right
             if negated:      # not (a < b < c) == not (a < b) or not (b < c)
-                return _dedupe([conj for atom in atoms for conj in _negate_dnf(atom)])
-            result: list[list[Constraint]] = [[]]
-            for atom in atoms:
-                result = self._product(result, atom, node)
-            return result
+                return simplify([conj for one in atoms for conj in negate_atom(one)])
+            conjunction: Dnf = [[]]
+            for one in atoms:
+                conjunction = self._product(conjunction, one, node)
+            return conjunction
         val = self.lower(node)
         if val.aff is None:
             raise NotAffine(node)
-        atom = _atom(val.aff, "!=", Aff.const(0))
-        return _negate_dnf(atom) if negated else atom
+        truth = atom(val.aff, "!=", Aff.const(0))
+        return negate_atom(truth) if negated else truth
 
-    def _product(self, a: list[list[Constraint]], b: list[list[Constraint]],
-                 node: ast.AST) -> list[list[Constraint]]:
-        result = _dedupe([x + [c for c in y if c not in x] for x in a for y in b])
+    def _product(self, a: Dnf, b: Dnf,
+                 node: ast.AST) -> Dnf:
+        result = product(a, b)
         if len(result) > _MAX_DISJUNCTS:
             raise self.unsupported(node, f"condition '{ast.unparse(node)}' has more than "
                                          f"{_MAX_DISJUNCTS} disjuncts")
@@ -466,7 +492,7 @@ class FunctionLowering(ExprLowering):
 
     # -- data-dependent conditions: selects ---------------------------------
     def select_if(self, conditions: list[ast.expr], body: list[ast.stmt], orelse: list[ast.stmt],
-                  stmt: ast.stmt, outer: Expr | None) -> list[Node]:
+                  stmt: ast.If, outer: Expr | None) -> list[Node]:
         """Lower ``if <data-dependent>: body else: orelse`` to guarded ``select`` stores."""
         self._require_simple(body + orelse, stmt)
         cond: Expr = self.lower_truth(conditions[0])
@@ -476,7 +502,7 @@ class FunctionLowering(ExprLowering):
         if merged is not None:
             return merged
         nodes: list[Node] = []
-        if _count_stores(body) + _count_stores(orelse) > 1:
+        if count_stores(body) + count_stores(orelse) > 1:
             flag = self.extra_local("cond", BOOL)
             nodes.append(Assign(self.statement_name(), flag, (), cond, self.location(stmt)))
             cond = Load(flag, ())
@@ -517,10 +543,10 @@ class FunctionLowering(ExprLowering):
             elif isinstance(stmt, ast.AugAssign):
                 nodes.extend(self.aug_assign(stmt, guard))
             elif isinstance(stmt, ast.If):
-                nodes.extend(self.select_if(_conjuncts(stmt.test), stmt.body, stmt.orelse, stmt, guard))
+                nodes.extend(self.select_if(conjuncts(stmt.test), stmt.body, stmt.orelse, stmt, guard))
         return nodes
 
-    def _require_simple(self, stmts: list[ast.stmt], stmt: ast.stmt) -> None:
+    def _require_simple(self, stmts: list[ast.stmt], stmt: ast.If) -> None:
         for inner in stmts:
             if isinstance(inner, ast.If):
                 self._require_simple(inner.body + inner.orelse, stmt)
@@ -531,65 +557,4 @@ class FunctionLowering(ExprLowering):
                                               f"assignments can be lowered to selects")
 
 
-def _conjuncts(node: ast.expr) -> list[ast.expr]:
-    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
-        return [c for v in node.values for c in _conjuncts(v)]
-    return [node]
-
-
-def _atom(lhs: Aff, op: str, rhs: Aff) -> list[list[Constraint]]:
-    """One comparison as a DNF (``!=`` is ``<`` or ``>``)."""
-    if op == "!=":
-        return _dedupe([[Constraint(lhs, "<", rhs)], [Constraint(lhs, ">", rhs)]])
-    return _dedupe([[Constraint(lhs, op, rhs)]])
-
-
-def _negate_dnf(dnf: list[list[Constraint]]) -> list[list[Constraint]]:
-    """Negation of an atom's DNF (a disjunction of single constraints)."""
-    result: list[list[Constraint]] = [[]]
-    for conj in dnf:
-        assert len(conj) <= 1
-        if not conj:
-            return []
-        negated = [[Constraint(conj[0].lhs, "<", conj[0].rhs)], [Constraint(conj[0].lhs, ">", conj[0].rhs)]] \
-            if conj[0].op == "==" else [[Constraint(conj[0].lhs, _NEGATED[conj[0].op], conj[0].rhs)]]
-        result = [x + y for x in result for y in _dedupe(negated)]
-    return _dedupe(result)
-
-
-def _dedupe(dnf: list[list[Constraint]]) -> list[list[Constraint]]:
-    """Evaluate constant constraints, drop false conjunctions and repeats."""
-    result: list[list[Constraint]] = []
-    for conj in dnf:
-        kept: list[Constraint] = []
-        false = False
-        for c in conj:
-            if not c.variables():
-                if not c.holds({}):
-                    false = True
-                    break
-                continue
-            if c not in kept:
-                kept.append(c)
-        if false:
-            continue
-        if not kept:
-            return [[]]            # one conjunction is always true
-        if kept not in result:
-            result.append(kept)
-    return result
-
-
-def _count_stores(stmts: list[ast.stmt]) -> int:
-    count = 0
-    for stmt in stmts:
-        if isinstance(stmt, ast.Assign):
-            count += len(stmt.targets)
-        elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign)):
-            count += 1
-        elif isinstance(stmt, ast.If):
-            count += _count_stores(stmt.body) + _count_stores(stmt.orelse)
-    return count
-
-
-__all__ = ["ArgSpec", "FunctionLowering", "UnsupportedSyntax", "lower_kernel"]
+__all__ = ["ArgSpec", "FunctionLowering", "lower_kernel"]

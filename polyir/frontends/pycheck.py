@@ -17,8 +17,9 @@ import inspect
 import math
 import textwrap
 import types
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, NoReturn
 
 from polyir.errors import UnsupportedSyntax
 
@@ -198,7 +199,7 @@ class _Checker:
         self.source, self.freevars = source, freevars
         self.locals = source.locals
 
-    def fail(self, node: ast.AST, what: str) -> None:
+    def fail(self, node: ast.AST, what: str) -> NoReturn:
         raise self.source.error(node, f"unsupported syntax: {what}")
 
     # statements -----------------------------------------------------------
@@ -248,6 +249,7 @@ class _Checker:
                 and it.func.id not in self.locals
                 and self.source.resolve_global("range") == ("builtin", "range")):
             self.fail(stmt, f"for loop over '{ast.unparse(it)}' (only range(...) loops are supported)")
+        assert isinstance(it, ast.Call)
         if it.keywords or not 1 <= len(it.args) <= 3:
             self.fail(it, "range() takes 1 to 3 positional arguments here")
         for arg in it.args:
@@ -281,8 +283,10 @@ class _Checker:
         elif isinstance(node, (ast.BinOp, ast.UnaryOp)):
             if type(node.op) in _OPERATOR_NAMES:
                 self.fail(node, _OPERATOR_NAMES[type(node.op)])
-            for child in ([node.left, node.right] if isinstance(node, ast.BinOp) else [node.operand]):
-                self.visit_expr(child)
+            operands: list[ast.expr] = [node.left, node.right] if isinstance(node, ast.BinOp) \
+                else [node.operand]
+            for operand in operands:
+                self.visit_expr(operand)
         elif isinstance(node, ast.Compare):
             for op in node.ops:
                 if type(op) in _OPERATOR_NAMES:
@@ -290,9 +294,9 @@ class _Checker:
             for child in [node.left, *node.comparators]:
                 self.visit_expr(child)
         elif isinstance(node, (ast.BoolOp, ast.IfExp)):
-            for child in ast.iter_child_nodes(node):
-                if isinstance(child, ast.expr):
-                    self.visit_expr(child)
+            for part in ast.iter_child_nodes(node):
+                if isinstance(part, ast.expr):
+                    self.visit_expr(part)
         elif isinstance(node, ast.Tuple):
             for elt in node.elts:
                 self.visit_expr(elt, allow_shape)

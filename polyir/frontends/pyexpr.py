@@ -13,18 +13,32 @@ from __future__ import annotations
 
 import ast
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Union
+from typing import Any, Union
 
 from polyir.errors import ArgumentError
 from polyir.frontends.pycheck import MATH_CONSTANTS, MATH_FUNCTIONS, KernelSource
 from polyir.frontends.pytypes import (
-    BOOL, F64, I64, WEAK_FLOAT, WEAK_INT, Val, VType, aff_val, arithmetic_type, const_val, convert,
-    floor_div, negate, promote, python_mod, zero,
+    BOOL,
+    F64,
+    I64,
+    WEAK_FLOAT,
+    WEAK_INT,
+    Val,
+    VType,
+    aff_val,
+    arithmetic_type,
+    const_val,
+    convert,
+    floor_div,
+    negate,
+    promote,
+    python_mod,
+    zero,
 )
 from polyir.ir.affine import Aff
 from polyir.ir.nodes import BinOp, Buffer, Call, Compare, Const, Expr, Index, Load, Select, to_affine
-from polyir.ir.types import DType
 
 
 @dataclass(frozen=True)
@@ -134,8 +148,15 @@ class ExprLowering:
 
     def lower_truth(self, node: ast.expr) -> Expr:
         """A ``bool`` expression for ``node``'s truth value (``x != 0`` for numbers)."""
-        val = self.lower(node)
-        return self.truth(val)
+        if isinstance(node, ast.BoolOp):
+            op = "and" if isinstance(node.op, ast.And) else "or"
+            result = self.lower_truth(node.values[0])
+            for value in node.values[1:]:
+                result = BinOp(op, result, self.lower_truth(value))
+            return result
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return Call("not", (self.lower_truth(node.operand),))
+        return self.truth(self.lower(node))
 
     @staticmethod
     def truth(val: Val) -> Expr:
@@ -152,6 +173,9 @@ class ExprLowering:
                 aff = buffer.shape[dim] + aff.constant    # A[-1] is the last element
             return aff
         if val.dtype.is_float:
+            if contains_load(val.as_expr()):
+                raise self.argument_error(node, f"subscript '{ast.unparse(node)}' reads float "
+                                                f"data; index arrays must hold integers")
             raise self.unsupported(node, f"float subscript '{ast.unparse(node)}'")
         expr = convert(val, I64)
         affine = to_affine(expr)
@@ -295,7 +319,7 @@ class ExprLowering:
     def _lower_BoolOp(self, node: ast.BoolOp) -> Val:
         op = "and" if isinstance(node.op, ast.And) else "or"
         values = [self.lower(v) for v in node.values]
-        for v, value_node in zip(values, node.values):
+        for v, value_node in zip(values, node.values, strict=True):
             if v.dtype is not BOOL:
                 raise self.unsupported(value_node, f"'{op}' on a non-boolean value "
                                                    f"'{ast.unparse(value_node)}' outside a condition")
@@ -307,7 +331,7 @@ class ExprLowering:
     def _lower_Compare(self, node: ast.Compare) -> Val:
         result: Expr | None = None
         left = self.lower(node.left)
-        for op_node, right_node in zip(node.ops, node.comparators):
+        for op_node, right_node in zip(node.ops, node.comparators, strict=True):
             op = COMPARE_OPERATORS.get(type(op_node))
             if op is None:
                 raise self.unsupported(node, f"unsupported syntax: comparison in '{ast.unparse(node)}'")
@@ -397,8 +421,10 @@ def _affine_op(op: str, a: Aff, b: Aff) -> Aff | None:
         return a + b
     if op == "-":
         return a - b
-    if op == "*" and (a.is_constant or b.is_constant):
-        return a * b
+    if op == "*" and b.is_constant:
+        return a * b.constant
+    if op == "*" and a.is_constant:
+        return b * a.constant
     if op in ("//", "%") and b.is_constant and b.constant > 0:
         return a // b.constant if op == "//" else a % b.constant
     if op == "**" and a.is_constant and b.is_constant and b.constant >= 0:
@@ -420,5 +446,5 @@ def _fold(op: str, a: Val, b: Val) -> Val | None:
     return None
 
 
-__all__ = ["BINARY_OPERATORS", "COMPARE_OPERATORS", "ArrayRef", "Binding", "ExprLowering", "NotAffine", "ScalarRef", "WEAK_INT",
-           "contains_load", "loaded_buffers"]
+__all__ = ["BINARY_OPERATORS", "COMPARE_OPERATORS", "ArrayRef", "Binding", "ExprLowering",
+           "NotAffine", "ScalarRef", "contains_load", "loaded_buffers"]

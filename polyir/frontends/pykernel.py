@@ -21,11 +21,13 @@ compiled version serves every size (sizes are symbols) unless
 """
 from __future__ import annotations
 
+import ast
 import functools
 import inspect
 import types
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -177,7 +179,7 @@ class Kernel:
 
     def _check_writable(self, arguments: list[_Argument], module: Module) -> None:
         written = _written_buffers(module.entry.body)
-        for param, argument in zip(module.entry.params, arguments):
+        for param, argument in zip(module.entry.params, arguments, strict=True):
             array = argument.original if argument.original is not None else argument.runtime
             if param.name in written and isinstance(array, np.ndarray) and not array.flags.writeable:
                 raise ArgumentError(f"argument '{param.name}' of kernel '{self.py_func.__name__}' "
@@ -207,13 +209,8 @@ def _written_buffers(body: tuple[Node, ...]) -> set[str]:
 
 def _global_identity(src: KernelSource) -> set[tuple[str, str]]:
     """What the kernel's global names resolve to (part of the cache key)."""
-    names = {n.id for n in _walk_names(src.tree)} - src.locals
+    names = {n.id for n in ast.walk(src.tree) if isinstance(n, ast.Name)} - src.locals
     return {(name, repr(src.resolve_global(name))) for name in names}
-
-
-def _walk_names(tree: Any) -> list[Any]:
-    import ast
-    return [n for n in ast.walk(tree) if isinstance(n, ast.Name)]
 
 
 __all__ = ["Kernel", "kernel"]

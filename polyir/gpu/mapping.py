@@ -310,10 +310,16 @@ def _nonnegative(extent: Aff) -> bool:
 def _kernel_locals(function: Function, group: tuple[Node, ...], own_locals: list[Buffer],
                    plan: _Plan) -> tuple[list[Buffer], set[str]]:
     """Locals that move into the kernel (with their new space), and the names of
-    own locals that stay in the host as global memory."""
+    own locals that stay in the host as global memory.
+
+    The mapping runs the iterations of parallel loops at the same time, so a
+    local that each iteration uses as scratch must be private to what runs one
+    iteration: per thread (``@local``) in flat mode, or when every use is in
+    one phase; per block (``@shared``) otherwise. Locals with symbolic shapes
+    stay global (shared by all blocks and threads)."""
     moved: list[Buffer] = []
     kept: set[str] = set()
-    phase_only = _phase_only_buffers(plan.inner) if plan.cooperative else None
+    one_phase = _single_phase_buffers(plan.inner) if plan.cooperative else None
     for b in own_locals:
         constant = all(d.is_constant for d in b.shape)
         if b.space is MemorySpace.FRAGMENT:
@@ -323,34 +329,36 @@ def _kernel_locals(function: Function, group: tuple[Node, ...], own_locals: list
                 raise CompileError(f"function '{function.name}': buffer '{b.name}' has a "
                                    f"symbolic shape and cannot live in shared memory")
             moved.append(replace(b, space=MemorySpace.SHARED))
-        elif b.space is MemorySpace.LOCAL and constant and b.shape:
-            moved.append(b)
-        elif not b.shape:
-            private = phase_only is None or b.name in phase_only
-            moved.append(replace(b, space=MemorySpace.LOCAL if private else MemorySpace.SHARED))
-        else:
+        elif not constant:
             kept.add(b.name)
+        elif one_phase is None or b.name in one_phase:
+            moved.append(replace(b, space=MemorySpace.LOCAL))
+        else:
+            moved.append(replace(b, space=MemorySpace.SHARED))
     return moved, kept
 
 
-def _phase_only_buffers(nodes: tuple[Node, ...]) -> set[str]:
-    """Buffers touched only inside parallel loops (phases), never at block level."""
-    inside: set[str] = set()
+def _single_phase_buffers(nodes: tuple[Node, ...]) -> set[str]:
+    """Buffers touched inside exactly one phase (parallel loop at block level)
+    and nowhere else in ``nodes``."""
+    phases: dict[str, int] = {}
     outside: set[str] = set()
-    for node in nodes:
-        if isinstance(node, For) and node.parallel:
-            inside |= buffers_used((node,))
-        elif isinstance(node, For):
-            inside |= _phase_only_buffers(node.body)
-            outside |= buffers_used(node.body) - _phase_only_buffers(node.body)
-        elif isinstance(node, If):
-            for branch in (node.then_body, node.else_body):
-                only = _phase_only_buffers(branch)
-                inside |= only
-                outside |= buffers_used(branch) - only
-        else:
-            outside |= buffers_used((node,))
-    return inside - outside
+
+    def visit(items: tuple[Node, ...]) -> None:
+        for node in items:
+            if isinstance(node, For) and node.parallel:
+                for name in buffers_used((node,)):
+                    phases[name] = phases.get(name, 0) + 1
+            elif isinstance(node, For):
+                visit(node.body)
+            elif isinstance(node, If):
+                visit(node.then_body)
+                visit(node.else_body)
+            else:
+                outside.update(buffers_used((node,)))
+
+    visit(nodes)
+    return {name for name, count in phases.items() if count == 1} - outside
 
 
 def _kernel_params(function: Function, body: tuple[Node, ...],

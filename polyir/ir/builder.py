@@ -21,7 +21,8 @@ Bounds, dimensions and grid sizes accept an ``int``, an affine string or an
 """
 from __future__ import annotations
 
-from typing import Collection, Iterable, Sequence, Union
+from collections.abc import Collection, Iterable, Sequence
+from typing import Union
 
 from polyir.ir.affine import Aff, Constraint
 from polyir.ir.nodes import (

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from polyir.errors import ParseError
 from polyir.ir.affine import Aff, Constraint
 from polyir.ir.fragments import MMA_SHAPES
-from polyir.ir.lexer import Token, tokenize
+from polyir.ir.lexer import Token, TokenCursor, tokenize
 from polyir.ir.nodes import (
     CALLS,
     Assign,
@@ -49,13 +49,9 @@ from polyir.ir.nodes import (
 from polyir.ir.printer import BINOP_PREC, PREC_COMPARE, PREC_MUL, PREC_NOT, PREC_UNARY
 from polyir.ir.types import DType, MemorySpace
 
-MAX_NESTING = 100
-"""Deepest nesting of parentheses, calls and blocks the parser accepts."""
-
 RESERVED_WORDS = frozenset({"true", "false", "inf", "nan", "and", "or", "not", "cast", "select"})
 """Words that cannot name a variable, symbol or buffer used in an expression."""
 
-_DTYPES = {d.value: d for d in DType}
 _SPACES = {s.value: s for s in MemorySpace}
 _AFFINE_COMPARISONS = ("<", "<=", ">", ">=", "==")
 _VALUE_COMPARISONS = frozenset({"<", "<=", ">", ">=", "==", "!="})
@@ -103,7 +99,8 @@ def parse_param(text: str) -> Buffer | Symbol:
 
 
 def _parse_piece(text: str, rule, what: str):  # type: ignore[no-untyped-def]
-    parser = _Parser(tokenize(text), "<text>")
+    """Parse all of ``text`` with one grammar rule; pieces carry no ``loc`` (they are not from a file)."""
+    parser = _Parser(tokenize(text), "<text>", record_locs=False)
     try:
         result = rule(parser)
     except RecursionError:
@@ -157,8 +154,10 @@ def index_to_aff(expr: Index) -> Aff | None:
             return lhs + rhs
         if expr.op == "-":
             return lhs - rhs
-        if lhs.is_constant or rhs.is_constant:
-            return lhs * rhs
+        if rhs.is_constant:
+            return lhs * rhs.constant
+        if lhs.is_constant:
+            return rhs * lhs.constant
     return None
 
 
@@ -180,105 +179,8 @@ def _find_floordiv(expr: object) -> _FloorDivExpr | None:
     return None
 
 
-class _Parser:
-    def __init__(self, tokens: list[Token], source_name: str):
-        self.tokens = tokens
-        self.pos = 0
-        self.source_name = source_name
-        self.depth = 0
-        self.subscript_depth = 0
-
-    # -- token helpers -----------------------------------------------------------
-    def peek(self, ahead: int = 0) -> Token:
-        index = min(self.pos + ahead, len(self.tokens) - 1)
-        return self.tokens[index]
-
-    def advance(self) -> Token:
-        token = self.tokens[self.pos]
-        if token.kind != "eof":
-            self.pos += 1
-        return token
-
-    def error(self, message: str, token: Token | None = None) -> ParseError:
-        token = token or self.peek()
-        return ParseError(message, token.line, token.column, self.source_name)
-
-    def expected(self, what: str, token: Token | None = None) -> ParseError:
-        token = token or self.peek()
-        return self.error(f"expected {what}, found {token.describe()}", token)
-
-    def at_op(self, text: str, ahead: int = 0) -> bool:
-        token = self.peek(ahead)
-        return token.kind == "op" and token.text == text
-
-    def at_word(self, text: str, ahead: int = 0) -> bool:
-        token = self.peek(ahead)
-        return token.kind == "name" and token.text == text
-
-    def expect_op(self, text: str, context: str = "") -> Token:
-        if not self.at_op(text):
-            raise self.expected(f"'{text}'" + (f" {context}" if context else ""))
-        return self.advance()
-
-    def expect_word(self, text: str, context: str = "") -> Token:
-        if not self.at_word(text):
-            raise self.expected(f"'{text}'" + (f" {context}" if context else ""))
-        return self.advance()
-
-    def expect_ident(self, what: str) -> Token:
-        token = self.peek()
-        if token.kind != "name" or "." in token.text:
-            raise self.expected(what)
-        return self.advance()
-
-    def expect_int(self, what: str) -> int:
-        token = self.peek()
-        if token.kind != "int":
-            raise self.expected(what)
-        self.advance()
-        return self.int_value(token)
-
-    def int_value(self, token: Token) -> int:
-        try:
-            return int(token.text)
-        except ValueError:  # more digits than Python converts
-            raise self.error(f"integer literal too long ({len(token.text)} digits)", token) from None
-
-    def dtype(self, what: str = "a dtype") -> DType:
-        token = self.expect_ident(what)
-        try:
-            return _DTYPES[token.text]
-        except KeyError:
-            raise self.error(f"unknown dtype '{token.text}'; expected one of "
-                             f"{', '.join(_DTYPES)}", token) from None
-
-    def enter(self) -> None:
-        self.depth += 1
-        if self.depth > MAX_NESTING:
-            raise self.error(f"nesting deeper than {MAX_NESTING} levels")
-
-    def leave(self) -> None:
-        self.depth -= 1
-
-    @staticmethod
-    def loc(token: Token) -> SourceLoc:
-        return SourceLoc(token.line, token.column)
-
-    def comma_list(self, item, close: str, context: str) -> list:  # type: ignore[no-untyped-def]
-        """Items separated by ',' up to ``close`` (consumed); possibly empty."""
-        items = []
-        if self.at_op(close):
-            self.advance()
-            return items
-        while True:
-            items.append(item())
-            if self.at_op(","):
-                self.advance()
-                continue
-            if self.at_op(close):
-                self.advance()
-                return items
-            raise self.expected(f"',' or '{close}' {context}")
+class _Parser(TokenCursor):
+    """The grammar of docs/ir.md, one method per construct."""
 
     # -- module and functions ----------------------------------------------------
     def module(self) -> Module:
@@ -496,11 +398,12 @@ class _Parser:
                 if len(operands) != 3:
                     raise self.error(f"fragment_mma takes 3 fragments (a, b, acc), found {len(operands)}",
                                      self.tokens[self.pos - 1])
-                return FragmentMMA(label.text, target.text, *operands, shape, loc)
+                a, b, acc = operands
+                return FragmentMMA(label.text, target.text, a, b, acc, shape, loc)
             raise self.expected("fragment_fill, fragment_load or fragment_mma after '='")
         raise self.expected(f"'[' or '=' after '{target.text}'")
 
-    def fragment_load(self, name: str, fragment: str, loc: SourceLoc) -> FragmentLoad:
+    def fragment_load(self, name: str, fragment: str, loc: SourceLoc | None) -> FragmentLoad:
         self.advance()
         self.expect_op("<", "after 'fragment_load'")
         role = self.choice(("a", "b", "acc"), "a fragment role")
@@ -516,7 +419,7 @@ class _Parser:
         self.expect_op(")", "after the loaded tile")
         return FragmentLoad(name, fragment, role, shape, buffer, indices, layout, loc)
 
-    def fragment_store(self, name: str, loc: SourceLoc) -> FragmentStore:
+    def fragment_store(self, name: str, loc: SourceLoc | None) -> FragmentStore:
         self.advance()
         self.advance()  # '<'
         shape = self.mma_shape()
@@ -571,7 +474,7 @@ class _Parser:
             if op.text == "*":
                 if not (result.is_constant or rhs.is_constant):
                     raise self.error(f"product of two non-constant affine terms ({result}) * ({rhs})", op)
-                result = result * rhs
+                result = result * rhs.constant if rhs.is_constant else rhs * result.constant
             else:
                 if not rhs.is_constant or rhs.constant <= 0:
                     raise self.error(f"'{op.text}' needs a positive integer constant divisor, "

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numbers
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
 
 import numpy as np
 
@@ -195,6 +195,8 @@ def _check_const(const: Const) -> None:
         ok = is_int
     else:
         ok = is_real
+    if ok and dtype.is_int:
+        ok = -(2 ** (dtype.bits - 1)) <= int(value) < 2 ** (dtype.bits - 1)
     if not ok:
         raise VerifyError(f"constant {value!r} does not fit dtype {dtype}")
 
@@ -299,7 +301,7 @@ class _FunctionChecker:
         return _Typer(self.buffers, frozenset(scope) | self.symbols)
 
     def named(self, node: Node, kind: str) -> str:
-        name = getattr(node, "name")
+        name: str = node.name  # type: ignore[union-attr]
         where = _where(self.function, f"{kind} '{name}'", node)
         _check_identifier(name, "statement name", where)
         if name in self.statement_names:
@@ -461,14 +463,14 @@ class _FunctionChecker:
             if not isinstance(size, Aff):
                 raise VerifyError(f"grid size {size!r} is not affine")
             typer.affine(size, "a grid size")
-        for size in node.block:
-            if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-                raise VerifyError(f"block sizes must be integers >= 1, found {size!r}")
+        for threads in node.block:
+            if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+                raise VerifyError(f"block sizes must be integers >= 1, found {threads!r}")
         if isinstance(node.shared_bytes, bool) or not isinstance(node.shared_bytes, int) \
                 or node.shared_bytes < 0:
             raise VerifyError(f"shared bytes must be an integer >= 0, found {node.shared_bytes!r}")
         names = frozenset(scope) | self.symbols
-        for arg, param in zip(node.args, kernel.params):
+        for arg, param in zip(node.args, kernel.params, strict=True):
             if isinstance(param, Symbol):
                 if arg not in names:
                     raise VerifyError(f"argument '{arg}' for symbol '{param.name}' of '{node.kernel}' "

@@ -8,7 +8,8 @@ NaN -> 0, so no poison), bool is 0/1.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 from llvmlite import ir
@@ -22,7 +23,7 @@ from polyir.llvm.hooks import F32, F64, I1, I32, I64, compute_type
 if TYPE_CHECKING:
     from polyir.ir.nodes import Function
     from polyir.llvm.hooks import LoweringHooks
-    from polyir.llvm.lower import BufferBinding
+    from polyir.llvm.lower import BufferBinding, FunctionLowerer
 
 _FLOAT_INTRINSICS = ("exp", "exp2", "log", "log2", "sqrt", "sin", "cos", "floor", "ceil",
                      "tanh")
@@ -46,7 +47,7 @@ def walk_expr(e: object) -> Iterator[object]:
             stack.append(node.value)
 
 
-def constant(dtype: DType, value: object) -> ir.Constant:
+def constant(dtype: DType, value: int | float | bool) -> ir.Constant:
     """A compute-type constant of ``dtype`` (f16/bf16 values are rounded first)."""
     typ = compute_type(dtype)
     if dtype is DType.BOOL:
@@ -276,7 +277,7 @@ class ExprLowering:
                 raise CompileError(f"not() on {dtype}; expected bool")
             return b.xor(args[0], ir.Constant(I1, 1)), dtype
         if dtype.is_float:
-            custom = self.hooks.math_call(self, fn, args, dtype)
+            custom = self.hooks.math_call(cast("FunctionLowerer", self), fn, args, dtype)
             if custom is not None:
                 return custom, dtype
             return self._float_call(fn, args), dtype

@@ -10,13 +10,23 @@ exactly those methods.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
 from polyir.errors import CompileError
-from polyir.ir.nodes import Barrier, Buffer, For, FragmentFill, FragmentLoad, FragmentMMA, \
-    FragmentStore, Function, Launch
+from polyir.ir.nodes import (
+    Barrier,
+    Buffer,
+    For,
+    FragmentFill,
+    FragmentLoad,
+    FragmentMMA,
+    FragmentStore,
+    Function,
+    Launch,
+)
 from polyir.ir.types import DType, MemorySpace
 
 if TYPE_CHECKING:

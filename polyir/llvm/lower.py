@@ -9,9 +9,9 @@ Entry points
     to row-major elements of ``hooks.storage_type(dtype)``; every ``Symbol``
     parameter an ``i64``; then the symbols that only appear in parameter
     shapes (``Function.symbols`` order) as ``i64``; then
-    ``hooks.function_params(function)``. It returns ``i32`` status (0, or 1
-    when a heap local could not be allocated) when ``hooks.returns_status``,
-    else ``void``.
+    ``hooks.function_params(function)``. It returns ``i32`` status (0; 1
+    when a heap local could not be allocated; other values from ``fail_if``)
+    when ``hooks.returns_status``, else ``void``.
 ``lower_module(module, hooks, names=None) -> (llvm_module, {name: LoweredFunction})``
     The same for several functions of a module (default: all).
 
@@ -19,7 +19,8 @@ Values: f16/bf16 are computed in ``float`` and rounded on store (bf16 storage
 is ``float`` rounded to bfloat16, ties to even, as host arrays hold it); bool
 is ``i1`` in registers and ``i8`` in memory; loop variables and symbols are
 ``i64``. Affine ``//`` and ``%`` floor; integer ``/`` and ``%`` truncate (a
-zero divisor gives 0, ``MIN / -1`` wraps, as numpy does; nothing traps).
+zero divisor gives 0 where the interpreter raises, ``MIN / -1`` wraps: nothing
+traps). Float -> int casts saturate (NaN -> 0) like the interpreter.
 
 Target hooks (``polyir.llvm.hooks.LoweringHooks``; subclass to retarget)
 -----------------------------------------------------------------------
@@ -50,24 +51,41 @@ What hooks may use on ``FunctionLowerer`` (stable): ``builder``, ``function``
 ``expr(e)``, ``typed_expr(e) -> (value, dtype)``, ``condition(constraints)``,
 ``loop_bounds(loop) -> (lo, hi)``, ``element_pointer(name, indices)``,
 ``load(name, indices)``, ``store(name, indices, value)``, ``bind(name, value)``,
+``unbind(name, previous)``,
 ``bind_buffer(buffer, pointer)``, ``allocate_locals(buffers)``,
 ``lower_body(nodes)``, ``lower_serial_loop(loop)``,
-``emit_range_loop(lo, hi, step, body, name)``, ``entry_alloca(type, name)``,
-``intrinsic(name, ret, args)``, ``declare(name, ret, args)``,
-``round_bf16(value)``, ``finish()``; and :func:`buffers_used`,
-:func:`signature`.
+``emit_range_loop(lo, hi, step, body, name, hints=None)``, ``entry_alloca(type, name)``
+(an opaque pointer), ``intrinsic(name, ret, args)``, ``declare(name, ret, args)``,
+``round_bf16(value)``, ``fail_if(failed, status)``, ``finish()``; and :func:`buffers_used`,
+:func:`signature`, :func:`loop_hints` (``vectorize``/``unroll`` as
+``!llvm.loop`` properties).
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
 
 from llvmlite import ir
 
 from polyir.errors import CompileError
 from polyir.ir.affine import Aff, Constraint, FloorDiv, Mod
-from polyir.ir.nodes import Assign, Barrier, Buffer, For, FragmentFill, FragmentLoad, \
-    FragmentMMA, FragmentStore, Function, If, Launch, Load, Module, Node, Symbol
+from polyir.ir.nodes import (
+    Assign,
+    Barrier,
+    Buffer,
+    For,
+    FragmentFill,
+    FragmentLoad,
+    FragmentMMA,
+    FragmentStore,
+    Function,
+    If,
+    Launch,
+    Load,
+    Module,
+    Node,
+    Symbol,
+)
 from polyir.ir.types import MemorySpace
 from polyir.llvm.exprs import ExprLowering, walk_expr
 from polyir.llvm.hooks import I1, I32, I64, STACK_LIMIT_BYTES, LoweringHooks, where
@@ -165,7 +183,8 @@ class FunctionLowerer(ExprLowering):
         self.builder = ir.IRBuilder(self._body)
         self._heap: list[ir.Value] = []
         self._pending_failure: list[ir.Value] = []
-        self._oom: ir.Block | None = None
+        self._fail: ir.Block | None = None
+        self._fail_status: ir.PhiInstr | None = None
 
     # ---------------------------------------------------------- bindings
     def bind(self, name: str, value: ir.Value) -> ir.Value | None:
@@ -242,31 +261,38 @@ class FunctionLowerer(ExprLowering):
         return pointer
 
     def _check_allocations(self) -> None:
-        """One branch to the out-of-memory path after all heap locals exist
-        (so that it can free every one of them)."""
+        """One branch to the failure path after all heap locals exist (so that it
+        can free every one of them)."""
         if not self._pending_failure:
             return
         failed = self._pending_failure[0]
         for other in self._pending_failure[1:]:
             failed = self.builder.or_(failed, other)
         self._pending_failure = []
-        ok = self.llfunc.append_basic_block("locals.ok")
-        self.builder.cbranch(failed, self.oom_block(), ok)
+        self.fail_if(failed, ir.Constant(I32, 1), "locals.ok")
+
+    def fail_if(self, failed: ir.Value, status: ir.Value, name: str = "ok") -> None:
+        """When i1 ``failed`` holds, free the heap locals and return i32 ``status``
+        (``void`` functions just return); code continues in a new block."""
+        if self._fail is None:
+            self._fail = self.llfunc.append_basic_block("failed")
+            with self.builder.goto_block(self._fail):
+                self._fail_status = self.builder.phi(I32, name="status")
+        assert self._fail_status is not None
+        self._fail_status.add_incoming(status, self.builder.block)
+        ok = self.llfunc.append_basic_block(name)
+        self.builder.cbranch(failed, self._fail, ok)
         self.builder.position_at_end(ok)
 
-    def oom_block(self) -> ir.Block:
-        if self._oom is None:
-            self._oom = self.llfunc.append_basic_block("out_of_memory")
-        return self._oom
-
     def finish(self) -> None:
-        """Free heap locals and return (status 0; 1 from the out-of-memory path)."""
+        """Free heap locals and return (status 0, or the failure path's status)."""
         self._free_heap()
-        self._return(0)
-        if self._oom is not None:
-            self.builder.position_at_end(self._oom)
+        self._return(ir.Constant(I32, 0))
+        if self._fail is not None:
+            self.builder.position_at_end(self._fail)
             self._free_heap()
-            self._return(1)
+            assert self._fail_status is not None
+            self._return(self._fail_status)
         with self.builder.goto_block(self._entry):
             self.builder.branch(self._body)
 
@@ -276,9 +302,9 @@ class FunctionLowerer(ExprLowering):
             for pointer in self._heap:
                 self.builder.call(free, [pointer])
 
-    def _return(self, status: int) -> None:
+    def _return(self, status: ir.Value) -> None:
         if self.llfunc.function_type.return_type == I32:
-            self.builder.ret(ir.Constant(I32, status))
+            self.builder.ret(status)
         else:
             self.builder.ret_void()
 
@@ -297,7 +323,6 @@ class FunctionLowerer(ExprLowering):
     # --------------------------------------------------------- addresses
     def aff(self, a: Aff) -> ir.Value:
         """An affine expression as an i64 value (floor semantics for // and %)."""
-        b = self.builder
         total: ir.Value | None = None
         for atom, coeff in a.terms:
             if isinstance(atom, str):
@@ -343,7 +368,7 @@ class FunctionLowerer(ExprLowering):
         if not indices:
             return binding.pointer
         offset: ir.Value | None = None
-        for index, stride in zip(indices, binding.strides):
+        for index, stride in zip(indices, binding.strides, strict=True):
             value = self.index_value(index)
             if not (isinstance(stride, ir.Constant) and stride.constant == 1):
                 value = self._mul_nsw(value, stride)
@@ -422,11 +447,15 @@ class FunctionLowerer(ExprLowering):
             self.lower_body(loop.body)
             self.unbind(loop.var, previous)
 
-        self.emit_range_loop(lo, hi, loop.step, body, loop.var)
+        self.emit_range_loop(lo, hi, loop.step, body, loop.var, loop_hints(loop))
 
     def emit_range_loop(self, lo: ir.Value, hi: ir.Value, step: int,
-                        body: Callable[[ir.Value], None], name: str = "i") -> None:
-        """``for (v = lo; v < hi; v += step) body(v)`` with a phi induction variable."""
+                        body: Callable[[ir.Value], None], name: str = "i",
+                        hints: dict[str, int | None] | None = None) -> None:
+        """``for (v = lo; v < hi; v += step) body(v)`` with a phi induction variable.
+
+        ``hints`` become ``!llvm.loop`` properties on the back edge, e.g.
+        ``{"llvm.loop.vectorize.width": 8}`` (see :func:`loop_hints`)."""
         b = self.builder
         pre = b.block
         header = self.llfunc.append_basic_block(f"{name}.header")
@@ -441,8 +470,26 @@ class FunctionLowerer(ExprLowering):
         body(phi)
         following = self._add_nsw(phi, ir.Constant(I64, step))
         phi.add_incoming(following, b.block)
-        b.branch(header)
+        back_edge = b.branch(header)
+        if hints:
+            back_edge.set_metadata("llvm.loop", self._loop_id(hints))
         b.position_at_end(exit_block)
+
+    def _loop_id(self, hints: dict[str, int | None]) -> ir.MDValue:
+        """A distinct, self-referential loop ID ``!{!self, !{!"name", i32 value}...}``."""
+        module = self.llvm_module
+        properties = []
+        for name, value in sorted(hints.items()):
+            operands: list[object] = [ir.MetaDataString(module, name)]
+            if value is not None:
+                operands.append(ir.Constant(I1 if name.endswith(".enable") else I32, value))
+            properties.append(module.add_metadata(operands))
+        # a placeholder unique to this loop, so llvmlite's metadata uniquing cannot
+        # hand the same node to two loops; then the operands are made self-referential
+        placeholder = ir.MetaDataString(module, f"polyir.loop.{len(module.metadata)}")
+        loop_id = module.add_metadata([placeholder])
+        loop_id.operands = tuple([loop_id] + properties)
+        return loop_id
 
     def condition(self, constraints: Sequence[Constraint]) -> ir.Value:
         """The conjunction of affine constraints as an i1."""
@@ -488,6 +535,22 @@ def _byte_size(typ: ir.Type) -> int:
     return {ir.HalfType: 2, ir.FloatType: 4, ir.DoubleType: 8}.get(type(typ), 8)
 
 
+def loop_hints(loop: For) -> dict[str, int | None]:
+    """LLVM loop properties for a loop's ``vectorize``/``unroll`` factors
+    (1 means "do not": no vectorisation / no unrolling)."""
+    hints: dict[str, int | None] = {}
+    if loop.vectorize > 1:
+        hints["llvm.loop.vectorize.width"] = loop.vectorize
+        hints["llvm.loop.vectorize.enable"] = 1
+    elif loop.vectorize == 1:
+        hints["llvm.loop.vectorize.width"] = 1
+    if loop.unroll > 1:
+        hints["llvm.loop.unroll.count"] = loop.unroll
+    elif loop.unroll == 1:
+        hints["llvm.loop.unroll.disable"] = None
+    return hints
+
+
 def lower_function(llvm_module: ir.Module, function: Function, hooks: LoweringHooks,
                    llvm_name: str | None = None) -> LoweredFunction:
     """Add ``function`` to ``llvm_module``; see the module docstring for the signature."""
@@ -506,14 +569,14 @@ def lower_function(llvm_module: ir.Module, function: Function, hooks: LoweringHo
     name = llvm_name or function.name
     llfunc = ir.Function(llvm_module, ir.FunctionType(ret, arg_types), name)
     lowerer = FunctionLowerer(llvm_module, function, llfunc, hooks)
-    for slot, arg in zip(slots, llfunc.args):
+    for slot, arg in zip(slots, llfunc.args, strict=True):
         arg.name = slot.name
         if slot.kind == "buffer":
             arg.add_attribute("noalias")
         if slot.kind == "symbol":
             lowerer.bind(slot.name, arg)
     hooks.prepare_function(lowerer)
-    for slot, arg in zip(slots, llfunc.args):
+    for slot, arg in zip(slots, llfunc.args, strict=True):
         if slot.kind == "buffer":
             lowerer.bind_buffer(buffers[slot.name], arg)
     lowerer.allocate_locals(function.locals)

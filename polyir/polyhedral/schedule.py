@@ -46,6 +46,8 @@ def compute_schedule(target: Scop | Function | Dependences,
 def reschedule_function(function: Function, accept_reassociation: bool = False) -> Function:
     """``function`` with its body generated from isl's schedule."""
     scop = extract(function)
+    if scop.domain.is_empty():
+        return replace(function, body=())
     deps = compute_dependences(scop)
     schedule = compute_schedule(deps, accept_reassociation)
     return replace(function, body=generate(scop, schedule))

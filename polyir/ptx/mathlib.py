@@ -27,6 +27,8 @@ shared lowering's LLVM intrinsics, which NVPTX selects.
 from __future__ import annotations
 
 import math
+from decimal import Decimal
+from fractions import Fraction
 from typing import TYPE_CHECKING, Sequence
 
 from llvmlite import ir
@@ -98,7 +100,7 @@ class _Math:
 
     def exp(self, x: ir.Value) -> ir.Value:
         n = self.intrinsic("rint", self.b.fmul(x, self.c(1.0 / math.log(2.0))))
-        ln2_hi, ln2_lo = _split(math.log(2.0), self.f64)
+        ln2_hi, ln2_lo = _split(LN2, self.f64)
         r = self.fma(n, self.c(-ln2_hi), x)
         r = self.fma(n, self.c(-ln2_lo), r)
         result = self.exp_reduced(n, r)
@@ -133,7 +135,7 @@ class _Math:
         terms = 10 if self.f64 else 5
         series = self.horner(s2, [2.0 / (2 * k + 1) for k in range(terms)])
         e = b.sitofp(exponent, self.t)
-        ln2_hi, ln2_lo = _split(math.log(2.0), self.f64)
+        ln2_hi, ln2_lo = _split(LN2, self.f64)
         result = self.fma(e, self.c(ln2_hi), self.fma(e, self.c(ln2_lo), b.fmul(s, series)))
         result = self.select(b.fcmp_ordered("==", x, self.c(0.0)), self.c(-math.inf), result)
         result = self.select(self.lt(x, self.c(0.0)), self.c(math.nan), result)
@@ -143,7 +145,7 @@ class _Math:
     def sincos(self, x: ir.Value, cosine: bool) -> ir.Value:
         b = self.b
         k = self.intrinsic("rint", b.fmul(x, self.c(2.0 / math.pi)))
-        parts = _split3(math.pi / 2, self.f64)
+        parts = _split3(HALF_PI, self.f64)
         r = x
         for part in parts:
             r = self.fma(k, self.c(-part), r)
@@ -200,19 +202,29 @@ class _Math:
         return self.select(b.fcmp_ordered("==", e, self.c(0.0)), self.c(1.0), result)
 
 
-def _split(value: float, f64: bool) -> tuple[float, float]:
-    """``value = hi + lo`` with ``hi`` short enough that ``n * hi`` is exact."""
+LN2 = Fraction(Decimal("0.6931471805599453094172321214581765680755001343602552541206800095"))
+"""ln 2 to 64 digits."""
+
+
+def _split(value: Fraction, f64: bool) -> tuple[float, float]:
+    """``value = hi + lo`` (to about twice the bits of the type) with ``hi``
+    short enough that ``n * hi`` is exact."""
     bits = 32 if f64 else 12
-    hi = math.ldexp(math.floor(math.ldexp(value, bits)), -bits)
-    return hi, value - hi
+    hi = Fraction(math.floor(value * 2 ** bits), 2 ** bits)
+    return float(hi), float(value - hi)
 
 
-def _split3(value: float, f64: bool) -> tuple[float, float, float]:
+HALF_PI = Fraction(Decimal("1.5707963267948966192313216916397514420985846996875529104874722961"))
+"""pi/2 to 64 digits (a double holds only 53 bits of it; f64 reduction needs more)."""
+
+
+def _split3(value: Fraction, f64: bool) -> tuple[float, float, float]:
+    """``value = hi + mid + lo`` (to about 3x the bits of the type), with ``hi``
+    and ``mid`` short enough that ``k * hi`` and ``k * mid`` are exact."""
     bits = 30 if f64 else 11
-    hi = math.ldexp(math.floor(math.ldexp(value, bits)), -bits)
-    mid_value = value - hi
-    mid = math.ldexp(math.floor(math.ldexp(mid_value, 2 * bits)), -2 * bits)
-    return hi, mid, mid_value - mid
+    hi = Fraction(math.floor(value * 2 ** bits), 2 ** bits)
+    mid = Fraction(math.floor((value - hi) * 2 ** (2 * bits)), 2 ** (2 * bits))
+    return float(hi), float(mid), float(value - hi - mid)
 
 
 def emit_math(lowerer: FunctionLowerer, fn: str, args: Sequence[ir.Value]) -> ir.Value | None:

@@ -7,8 +7,8 @@ Two magnitude classes keep every generated program well-conditioned:
   tables written once from small values, loop variables, small constants.
   They combine at most two such leaves.
 * *big* expressions may also read buffers the program updates. They grow
-  only additively (``big + small``), by convex steps (``big * 0.5``) or
-  through ``max``/``min``/``select``, never by multiplying two big values.
+  only additively (``big + small``), through means (``(big + big) * 0.5``),
+  ``max``/``min``/``select`` or halving, never by multiplying two big values.
 
 So a buffer grows at most linearly with the number of statement
 executions, and floating rounding stays far below the default tolerances of
@@ -125,7 +125,8 @@ def big_expr(builder: _ProgramBuilder, scope: _Scope, dtype: DType, depth: int =
     """An expression that may read updated buffers but grows only additively."""
     if depth == 0:
         return big_leaf(builder, scope, dtype)
-    shape = builder.weighted({"leaf": 3, "small": 2, "add": 3, "minmax": 1, "select": 1, "halve": 1})
+    shape = builder.weighted({"leaf": 3, "small": 2, "add": 3, "mean": 2, "minmax": 1, "select": 1,
+                              "halve": 1})
     if shape == "leaf":
         return big_leaf(builder, scope, dtype)
     if shape == "small":
@@ -133,6 +134,9 @@ def big_expr(builder: _ProgramBuilder, scope: _Scope, dtype: DType, depth: int =
     if shape == "add":
         return BinOp(builder.pick(("+", "-")), big_expr(builder, scope, dtype, depth - 1),
                      small_expr(builder, scope, dtype))
+    if shape == "mean":
+        return mean(builder, big_expr(builder, scope, dtype, depth - 1), big_expr(builder, scope, dtype, depth - 1),
+                    dtype)
     if shape == "minmax":
         return Call(builder.pick(("max", "min")), (big_expr(builder, scope, dtype, depth - 1),
                                                      big_expr(builder, scope, dtype, depth - 1)))
@@ -141,6 +145,13 @@ def big_expr(builder: _ProgramBuilder, scope: _Scope, dtype: DType, depth: int =
                       big_expr(builder, scope, dtype, depth - 1))
     factor = Const(builder.pick((0.5, -0.5)), dtype) if dtype.is_float else Const(-1, dtype)
     return BinOp("*", big_expr(builder, scope, dtype, depth - 1), factor)
+
+
+def mean(builder: _ProgramBuilder, a: Expr, b: Expr, dtype: DType) -> Expr:
+    """``(a + b) * 0.5`` (``(a + b) / 2`` on ints): never larger than ``a`` or ``b``,
+    so recurrences such as ``A[i, j] = (A[i - 1, j] + A[i, j - 1]) * 0.5`` stay bounded."""
+    total = BinOp("+", a, b)
+    return BinOp("*", total, Const(0.5, dtype)) if dtype.is_float else BinOp("/", total, Const(2, dtype))
 
 
 def condition(builder: _ProgramBuilder, scope: _Scope) -> Expr:

@@ -17,8 +17,9 @@ Python ints. Arrays are updated in place.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -179,7 +180,7 @@ def _bicg_args(s: Sizes, rng: np.random.Generator, dtype: Any = np.float64) -> l
 # -------------------------------------------------------------------- stencils
 def jacobi_1d(A, B, tsteps):
     n = A.shape[0]
-    for t in range(tsteps):
+    for t in range(tsteps):  # noqa: B007 (the time loop)
         for i in range(1, n - 1):
             B[i] = 0.33333 * (A[i - 1] + A[i] + A[i + 1])
         for i in range(1, n - 1):
@@ -192,7 +193,7 @@ def _jacobi_1d_args(s: Sizes, rng: np.random.Generator, dtype: Any = np.float64)
 
 def jacobi_2d(A, B, tsteps):
     n = A.shape[0]
-    for t in range(tsteps):
+    for t in range(tsteps):  # noqa: B007 (the time loop)
         for i in range(1, n - 1):
             for j in range(1, n - 1):
                 B[i, j] = 0.2 * (A[i, j] + A[i, j - 1] + A[i, j + 1] + A[i + 1, j] + A[i - 1, j])
@@ -208,7 +209,7 @@ def _jacobi_2d_args(s: Sizes, rng: np.random.Generator, dtype: Any = np.float64)
 
 def seidel_2d(A, tsteps):
     n = A.shape[0]
-    for t in range(tsteps):
+    for t in range(tsteps):  # noqa: B007 (the time loop)
         for i in range(1, n - 1):
             for j in range(1, n - 1):
                 A[i, j] = (A[i - 1, j - 1] + A[i - 1, j] + A[i - 1, j + 1]
@@ -222,7 +223,7 @@ def _seidel_2d_args(s: Sizes, rng: np.random.Generator, dtype: Any = np.float64)
 
 def heat_3d(A, B, tsteps):
     n = A.shape[0]
-    for t in range(1, tsteps + 1):
+    for t in range(1, tsteps + 1):  # noqa: B007 (the time loop)
         for i in range(1, n - 1):
             for j in range(1, n - 1):
                 for k in range(1, n - 1):

@@ -6,7 +6,8 @@ module of its own).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence, Union
+from collections.abc import Callable, Mapping
+from typing import Any, Union
 
 import numpy as np
 
@@ -106,7 +107,7 @@ def _signature_problems(fa: Function, fb: Function) -> list[str]:
     problems: list[str] = []
     if len(fa.params) != len(fb.params):
         problems.append(f"first has {len(fa.params)} parameters, second has {len(fb.params)}")
-    for index, (pa, pb) in enumerate(zip(fa.params, fb.params)):
+    for index, (pa, pb) in enumerate(zip(fa.params, fb.params, strict=False)):
         if type(pa) is not type(pb):
             problems.append(f"parameter {index}: {type(pa).__name__} {pa.name} vs "
                             f"{type(pb).__name__} {pb.name}")
@@ -144,7 +145,9 @@ def _run(module: Module, args: list[Any], which: str, trial: int, parallel_order
     try:
         interpret(module, *args, parallel_order=parallel_order, seed=seed)
     except Exception as error:
-        error.add_note(f"while interpreting the {which} program (trial {trial}):\n{_text(module)}")
+        note = f"while interpreting the {which} program (trial {trial}):\n{_text(module)}"
+        if hasattr(error, "add_note"):  # Python >= 3.11
+            error.add_note(note)
         raise
 
 
@@ -175,7 +178,7 @@ def assert_equivalent(a: Program, b: Program, *, trials: int = 2, seed: int = 0,
         args_b = [x.copy() if isinstance(x, np.ndarray) else x for x in args_a]
         _run(ma, args_a, "first", trial, parallel_order, seed + trial)
         _run(mb, args_b, "second", trial, parallel_order, seed + trial)
-        for param, xa, xb in zip(fa.params, args_a, args_b):
+        for param, xa, xb in zip(fa.params, args_a, args_b, strict=True):
             if not isinstance(param, Buffer):
                 continue
             difference = _first_difference(xa, xb, rtol, atol)

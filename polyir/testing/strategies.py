@@ -24,13 +24,28 @@ stay finite.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from hypothesis import strategies as st
 
 from polyir.ir.affine import Aff, Constraint
-from polyir.ir.nodes import Assign, BinOp, Buffer, Call, Const, Expr, For, Function, If, Load, Module, Node, Symbol
+from polyir.ir.nodes import (
+    Assign,
+    BinOp,
+    Buffer,
+    Call,
+    Const,
+    Expr,
+    For,
+    Function,
+    If,
+    Load,
+    Module,
+    Node,
+    Symbol,
+)
 from polyir.ir.types import DType, MemorySpace
 from polyir.testing import _values
 
@@ -94,13 +109,15 @@ def _extreme(expr: Aff, loops: Sequence[LoopVar], largest: bool) -> Aff:
 
 def _cover(needs: Sequence[Aff]) -> Aff:
     """An affine size >= every need for symbols >= 1: the coefficient-wise maximum."""
-    coefficients: dict[Any, int] = {}
+    coefficients: dict[str, int] = {}
     constant = 0
     for need in needs:
-        for atom, c in need.terms:
-            coefficients[atom] = max(coefficients.get(atom, 0), c)
+        for name in need.variables():
+            coefficients[name] = max(coefficients.get(name, 0), need.coefficient(name))
         constant = max(constant, need.constant)
-    size = Aff._from_dict(coefficients, constant)
+    size = Aff.const(constant)
+    for name, coefficient in sorted(coefficients.items()):
+        size = size + coefficient * Aff.var(name)
     smallest = size.evaluate({name: 1 for name in size.variables()})
     return size + (1 - smallest) if smallest < 1 else size
 
@@ -342,7 +359,7 @@ class _ProgramBuilder:
             targets = [self._new_local(self._dtype(), self.draw(st.integers(0, 2)), "scratch")]
         plan = self.pick(targets)
         indices = self.subscripts(plan, scope)
-        kind = self.weighted({"assign": 4, "reduce": 4, "scale": 1, "max": 1})
+        kind = self.weighted({"assign": 4, "reduce": 4, "scale": 1, "max": 1, "blend": 2})
         dtype = plan.dtype
         itself = Load(plan.name, indices)
         if kind == "reduce":
@@ -351,6 +368,8 @@ class _ProgramBuilder:
         elif kind == "scale" and dtype.is_float:
             value = BinOp("+", BinOp("*", itself, Const(0.5, dtype)),
                                   _values.small_expr(self, scope, dtype))
+        elif kind == "blend":
+            value = _values.mean(self, itself, _values.big_expr(self, scope, dtype), dtype)
         elif kind == "max":
             value = Call(self.pick(("max", "min")), (itself, _values.big_expr(self, scope, dtype)))
         else:
@@ -423,6 +442,27 @@ class _ProgramBuilder:
             self.used_symbols |= loop.extent.variables()
             return loop.extent - 1 - v
         return v
+
+
+def _pretty_module(module: Module, printer: Any, cycle: bool) -> None:
+    """Show a failing example as parseable IR text instead of a dataclass dump."""
+    try:
+        text = str(module).rstrip()
+    except Exception:  # unprintable IR: fall back to the dataclass repr
+        printer.text(repr(module))
+        return
+    printer.text(f'polyir.parse("""\n{text}\n""")')
+
+
+def _register_pretty_printer() -> None:
+    try:
+        from hypothesis.vendor import pretty
+        pretty.for_type_by_name(Module.__module__, Module.__qualname__, _pretty_module)
+    except (ImportError, AttributeError):  # an internal Hypothesis API; only cosmetic
+        pass
+
+
+_register_pretty_printer()
 
 
 def programs(max_depth: int = 4, max_statements: int = 5, symbolic: bool = True, allow_ifs: bool = True,

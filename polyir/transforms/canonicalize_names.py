@@ -1,11 +1,21 @@
 """``canonicalize-names``: renumber statements ``S0, S1, ...`` in program order."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Sequence
 
-from polyir.ir.nodes import (Assign, For, FragmentFill, FragmentLoad, FragmentMMA, FragmentStore,
-                             Function, If, Module, Node)
+from polyir.ir.nodes import (
+    Assign,
+    For,
+    FragmentFill,
+    FragmentLoad,
+    FragmentMMA,
+    FragmentStore,
+    Function,
+    If,
+    Module,
+    Node,
+)
 from polyir.passes import register_pass
 
 NAMED_STATEMENTS = (Assign, FragmentFill, FragmentLoad, FragmentMMA, FragmentStore)

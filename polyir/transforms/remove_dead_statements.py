@@ -9,13 +9,30 @@ mentioned, are removed too.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Iterator, Sequence
 
 from polyir.ir.affine import Aff
-from polyir.ir.nodes import (Assign, BinOp, Call, Cast, Compare, Expr, For, FragmentFill, FragmentLoad,
-                             FragmentMMA, FragmentStore, Function, If, Launch, Load, Module, Node,
-                             Select)
+from polyir.ir.nodes import (
+    Assign,
+    BinOp,
+    Call,
+    Cast,
+    Compare,
+    Expr,
+    For,
+    FragmentFill,
+    FragmentLoad,
+    FragmentMMA,
+    FragmentStore,
+    Function,
+    If,
+    Launch,
+    Load,
+    Module,
+    Node,
+    Select,
+)
 from polyir.passes import register_pass
 from polyir.transforms._util import rebuild_if
 

@@ -8,13 +8,14 @@ constant <= 0. Nothing here needs the values of the size symbols.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Sequence
 
 from polyir.ir.affine import Aff, Constraint
 from polyir.ir.nodes import For, If, Module, Node
 from polyir.passes import register_pass
 from polyir.transforms._util import rebuild_if
+
 
 def drop_dominated(terms: Sequence[Aff], largest: bool) -> tuple[Aff, ...]:
     """The terms of a ``max`` (``largest``) or ``min`` that can decide its value.

@@ -33,7 +33,7 @@ def test_good_call_and_executable_attributes(scale):
     scale(y, x, 2.0, 1)
     np.testing.assert_array_equal(y, x * 2 + 1)
     assert scale.ptx is None
-    assert "define i32 @\"scale\"" in scale.llvm_ir
+    assert "define i32 @\"polyir.scale\"" in scale.llvm_ir
     assert scale.ir.entry.name == "scale"
 
 
@@ -145,3 +145,35 @@ func f(A: f32[N]) {
 def test_gpu_constructs_are_refused_by_name(native, text, construct):
     with pytest.raises(CompileError, match=construct.replace(".", r"\.")):
         native(text)
+
+
+def test_unresolvable_external_function_is_a_compile_error():
+    import llvmlite.binding as llvm
+
+    from polyir.cpu.jit import _check_external_symbols, _initialise
+    _initialise()
+    ref = llvm.parse_assembly("""
+declare float @polyir_no_such_function(float)
+declare float @erff(float)
+define float @f(float %x) {
+  %y = call float @polyir_no_such_function(float %x)
+  %z = call float @erff(float %y)
+  ret float %z
+}""")
+    with pytest.raises(CompileError, match="polyir_no_such_function"):
+        _check_external_symbols(ref, "f")
+
+
+@pytest.mark.parametrize("name", ["calloc", "free", "exp", "main"])
+def test_function_names_do_not_clash_with_c_symbols(native, name):
+    ex = native(f"""
+func {name}(y: f32[N]) {{
+  local big: f32[N] @global
+  for i = 0 to N {{
+    S0: big[i] = exp(y[i])
+    S1: y[i] = big[i] + 1.0
+  }}
+}}""")
+    y = np.zeros(5, np.float32)
+    ex(y)
+    np.testing.assert_array_equal(y, np.full(5, 2.0, np.float32))

@@ -19,7 +19,7 @@ from tests.conftest import examples
 
 
 def _assert_same(expected: list, actual: list, rtol: float, atol: float, context: str) -> None:
-    for index, (e, a) in enumerate(zip(expected, actual)):
+    for index, (e, a) in enumerate(zip(expected, actual, strict=True)):
         if isinstance(e, np.ndarray):
             assert e.dtype == a.dtype
             if e.dtype.kind == "f":
@@ -59,7 +59,7 @@ def test_random_programs_with_parallel_outer_loops(module):
     forward, backward = copy.deepcopy(args), copy.deepcopy(args)
     interpret(module, *forward)
     interpret(marked, *backward, parallel_order="reverse")
-    independent = all(np.array_equal(f, b) for f, b in zip(forward, backward)
+    independent = all(np.array_equal(f, b) for f, b in zip(forward, backward, strict=True)
                       if isinstance(f, np.ndarray))
     if independent:
         actual = copy.deepcopy(args)

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 import polyir
-
 from polyir.ir.types import DType, round_to_dtype
 
 RNG = np.random.default_rng(7)
@@ -238,10 +237,10 @@ func f(p: i32[N], m: i64[N], a: i32[N], b: i32[N]) {
     p, m = np.zeros(8, np.int32), np.zeros(8, np.int64)
     ex(p, m, a, b)
     expected = [(int(x) ** int(y)) if y >= 0 else (1 if x == 1 else (-1 if y % 2 else 1)
-                                                   if x == -1 else 0) for x, y in zip(a, b)]
+                                                   if x == -1 else 0) for x, y in zip(a, b, strict=True)]
     assert p.tolist() == [((v + 2**31) % 2**32) - 2**31 for v in expected]
     assert m.tolist() == [max(abs(int(x)), -int(y)) + min(i, 3)
-                          for i, (x, y) in enumerate(zip(a, b))]
+                          for i, (x, y) in enumerate(zip(a, b, strict=True))]
 
 
 def test_locals_stack_heap_and_symbolic(native):
@@ -336,6 +335,6 @@ func f(h: f16[N], b: bf16[N], hi: f16[N], bi: bf16[N], x: f64[N], n: i64[N]) {
     expected = [o.copy() for o in outs]
     ex(*outs, x, n)
     interpret(polyir.parse(text), *expected, x, n)
-    for got, want in zip(outs, expected):
+    for got, want in zip(outs, expected, strict=True):
         np.testing.assert_array_equal(got, want)
     assert outs[1][0] == 1.0 and outs[1][1] == 1 + 2**-7 and outs[1][2] == 1.0

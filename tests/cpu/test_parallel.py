@@ -103,3 +103,16 @@ def test_chunks_cover_the_range(trip, workers):
     assert len(ranges) <= max(1, workers)
     sizes = [hi - lo for lo, hi in ranges]
     assert max(sizes) - min(sizes) <= 1
+
+
+def test_runtime_failure_is_reported_not_ignored(native, monkeypatch):
+    import polyir.cpu.parallel as runtime
+    ex = native(PROGRAMS["locals"], cores=2)
+
+    def broken(self, address):
+        raise OSError("simulated failure")
+
+    monkeypatch.setattr(runtime.ParallelRuntime, "_chunk_function", broken)
+    C = np.zeros((4, 3), np.float32)
+    with pytest.raises(RuntimeError, match="status 2"):
+        ex(C, np.ones((4, 3), np.float32), 1.0)

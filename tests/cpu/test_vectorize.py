@@ -47,3 +47,23 @@ func f(y: f32[N]) {
   }
 }""")
     assert not PACKED_MUL.search(ex.asm)
+
+
+def test_vectorize_attribute_sets_the_vector_width(native):
+    template = """
+func f(y: f32[N], a: f32[N], b: f32[N]) {
+  for i = 0 to N vectorize=WIDTH {
+    S0: y[i] = a[i] * b[i]
+  }
+}"""
+    scalar = native(template.replace("WIDTH", "1"))
+    assert "llvm.loop.vectorize.width" in scalar.llvm_ir
+    assert not PACKED_MUL.search(scalar.asm)
+    four = native(template.replace("WIDTH", "4"))
+    packed = [line for line in four.asm.splitlines() if PACKED_MUL.search(line)]
+    assert packed and all("xmm" in line for line in packed)
+    a, b = np.arange(37, dtype=np.float32), np.full(37, 3.0, np.float32)
+    for ex in (scalar, four):
+        y = np.zeros(37, np.float32)
+        ex(y, a, b)
+        np.testing.assert_array_equal(y, a * b)

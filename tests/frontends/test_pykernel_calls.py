@@ -66,12 +66,13 @@ def test_cache_is_keyed_on_signature() -> None:
     assert "a: f32[]" in text and "cast" not in text
 
 
-def test_torch_cpu_tensors_are_updated_in_place() -> None:
+@pytest.mark.parametrize("target", ["interpret", "cpu"])
+def test_torch_cpu_tensors_are_updated_in_place(target: str) -> None:
     entry = corpus_kernel("gemm")
     rng = np.random.default_rng(0)
     C, A, B = (torch.from_numpy(rng.uniform(size=s).astype(np.float32)) for s in ((3, 4), (3, 5), (5, 4)))
     expected = C.clone() * 0.5 + 1.5 * (A @ B)
-    polyir.kernel(entry.func, target="interpret")(C, A, B, 1.5, 0.5)
+    polyir.kernel(entry.func, target=target)(C, A, B, 1.5, 0.5)
     torch.testing.assert_close(C, expected, rtol=1e-5, atol=1e-6)
     grad = torch.zeros(4, requires_grad=True)
     with pytest.raises(polyir.ArgumentError):
@@ -120,8 +121,19 @@ def test_pipeline_runs_before_building() -> None:
     entry.func(*expected)
     compiled = polyir.kernel(entry.func, target="interpret", pipeline="simplify-bounds,mark-parallel")
     compiled(*args)
-    for got, want in zip(args, expected):
+    for got, want in zip(args, expected, strict=True):
         if isinstance(want, np.ndarray):
             np.testing.assert_allclose(got, want)
     (artifact,) = compiled.cache.values()
     assert "parallel" in str(artifact.ir) and "parallel" not in str(compiled.ir(*args))
+
+
+def test_compile_for_cuda_needs_no_gpu() -> None:
+    entry = corpus_kernel("gemm")
+    args = entry.make_args(entry.sizes, np.random.default_rng(0))
+    before = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    artifact = polyir.kernel(entry.func).compile_for(*args, target="cuda")
+    assert ".entry" in artifact.ptx and ".target sm_90" in artifact.ptx
+    for got, want in zip(args, before, strict=True):
+        if isinstance(want, np.ndarray):
+            np.testing.assert_array_equal(got, want)

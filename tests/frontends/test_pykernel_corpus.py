@@ -25,7 +25,7 @@ def _python_and_args(entry: CorpusKernel, seed: int = 0, dtype: Any = np.float64
 
 
 def _assert_same(got: list[Any], expected: list[Any], rtol: float = 1e-7, atol: float = 1e-9) -> None:
-    for position, (a, b) in enumerate(zip(got, expected)):
+    for position, (a, b) in enumerate(zip(got, expected, strict=True)):
         if isinstance(b, np.ndarray):
             assert a.dtype == b.dtype
             np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, err_msg=f"argument {position}")
@@ -49,12 +49,12 @@ def test_interpreted_ir_matches_python(entry: CorpusKernel) -> None:
     # The entry function's parameters are the Python parameters, in order.
     names = [p.name for p in module.entry.params]
     assert names == list(entry.func.__code__.co_varnames[:entry.func.__code__.co_argcount])
-    for param, arg in zip(module.entry.params, args):
+    for param, arg in zip(module.entry.params, args, strict=True):
         if isinstance(arg, np.ndarray):
             assert isinstance(param, Buffer) and param.rank == arg.ndim
         elif isinstance(arg, int):
             assert isinstance(param, Symbol)
-    changed = any(not np.array_equal(a, b) for a, b in zip(args, expected) if isinstance(a, np.ndarray))
+    changed = any(not np.array_equal(a, b) for a, b in zip(args, expected, strict=True) if isinstance(a, np.ndarray))
     assert changed, "the kernel must write something for the comparison to mean anything"
     polyir.interpret(module, *args)
     _assert_same(args, expected)
@@ -83,14 +83,15 @@ F32_KERNELS = ["gemm", "atax", "jacobi-2d", "cholesky", "softmax-rows", "correla
                "clamp", "backsolve", "row-norms"]
 
 
+@pytest.mark.parametrize("target", ["interpret", "cpu"])
 @pytest.mark.parametrize("name", F32_KERNELS)
-def test_float32_arguments(name: str) -> None:
+def test_float32_arguments(name: str, target: str) -> None:
     """f32 arrays with Python float scalars: the array dtype wins, casts are explicit."""
     entry = corpus_kernel(name)
     args, expected = _python_and_args(entry, seed=2, dtype=np.float32)
-    compiled = polyir.kernel(entry.func, target="interpret")
+    compiled = polyir.kernel(entry.func, target=target)
     module = compiled.ir(*args)
-    for param, arg in zip(module.entry.params, args):
+    for param, arg in zip(module.entry.params, args, strict=True):
         if isinstance(arg, np.ndarray):
             assert str(param.dtype) == "f32"
     compiled(*args)
@@ -124,10 +125,11 @@ def test_specialized_sizes_are_constants() -> None:
     assert len(compiled.cache) == 2
 
 
-def test_integer_arguments_specialized() -> None:
+@pytest.mark.parametrize("target", ["interpret", "cpu"])
+def test_integer_arguments_specialized(target: str) -> None:
     entry = corpus_kernel("saxpy")
     args, expected = _python_and_args(entry)
-    compiled = polyir.kernel(entry.func, target="interpret", specialize=True)
+    compiled = polyir.kernel(entry.func, target=target, specialize=True)
     text = str(compiled.ir(*args))
     assert f"for i = 0 to {args[0]} " in text
     compiled(*args)

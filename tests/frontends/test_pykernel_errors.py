@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import inspect
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -85,7 +86,7 @@ def k_nested_def(A):
 
 
 def k_lambda(A):
-    f = lambda x: x  # REFUSED  # noqa: E731
+    f = lambda x: x  # REFUSED  # noqa: E731, F841
     A[0] = 1.0
 
 
@@ -130,7 +131,7 @@ def k_is(A):
 
 
 def k_list(A):
-    xs = [1.0, 2.0]  # REFUSED
+    xs = [1.0, 2.0]  # REFUSED  # noqa: F841
     A[0] = 1.0
 
 
@@ -160,12 +161,12 @@ def k_loop_var_assign(A):
 
 
 def k_math_module_value(A):
-    m = math  # REFUSED
+    m = math  # REFUSED  # noqa: F841
     A[0] = 1.0
 
 
 def k_import(A):
-    import os  # REFUSED
+    import os  # REFUSED  # noqa: F401
     A[0] = 1.0
 
 
@@ -225,7 +226,7 @@ def k_data_dependent_bound(A, idx):
 def k_temp_bound(A):
     n = A.shape[0]
     m = 0
-    for i in range(n):
+    for _ in range(n):
         m += 1
     for i in range(m):  # REFUSED
         A[i] = 1.0
@@ -249,7 +250,7 @@ def k_variable_step(A, s):
 
 
 def k_float_bound(A):
-    for i in range(2.5):  # REFUSED
+    for _ in range(2.5):  # REFUSED
         A[0] = 1.0
 
 
@@ -307,7 +308,7 @@ def test_refused_when_lowering(func: Callable[..., Any], construct: str, args: l
     error = info.value
     assert construct in error.message, error.message
     assert (error.filename, error.line) == (__file__, _marked_line(func)), str(error)
-    for a, b in zip(args, before):
+    for a, b in zip(args, before, strict=True):
         if isinstance(a, np.ndarray):
             np.testing.assert_array_equal(a, b)
 
@@ -365,6 +366,21 @@ def test_float_where_a_loop_bound_needs_an_int() -> None:
     np.testing.assert_array_equal(A, 0.0)
     compiled(A, 3)
     np.testing.assert_array_equal(A, [1.0, 1.0, 1.0, 0.0])
+
+
+def gather(E, idx, out):
+    for i in range(out.shape[0]):
+        out[i] = E[idx[i]]
+
+
+def test_float_index_array() -> None:
+    compiled = polyir.kernel(gather, target="interpret")
+    E, out = np.arange(5.0), np.zeros(3)
+    with pytest.raises(polyir.ArgumentError, match="subscript 'idx\\[i\\]' reads float data"):
+        compiled(E, np.array([1.0, 2.0, 0.0]), out)
+    np.testing.assert_array_equal(out, 0.0)
+    compiled(E, np.array([4, 2, 0], np.int8), out)
+    np.testing.assert_array_equal(out, [4.0, 2.0, 0.0])
 
 
 def test_read_only_array_that_the_kernel_writes() -> None:

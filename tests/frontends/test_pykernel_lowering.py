@@ -6,7 +6,8 @@ from __future__ import annotations
 import itertools
 import linecache
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from hypothesis import given, settings
@@ -98,11 +99,13 @@ def _affine_atom() -> st.SearchStrategy[str]:
     op = st.sampled_from(["<", "<=", ">", ">=", "==", "!="])
     pair = st.builds(lambda a, o, b: f"{a} {o} {b}", term, op, term)
     chained = st.builds(lambda a, o, b, p, c: f"{a} {o} {b} {p} {c}", term, op, term, op, term)
-    return st.one_of(pair, chained)
+    truth = st.sampled_from(["i - j", "(i + 1) % 3", "True", "0"])       # truth of integers
+    return st.one_of(pair, chained, truth)
 
 
 def _condition(allow_data: bool) -> st.SearchStrategy[str]:
-    data = st.sampled_from(["A[i, j] > 0.0", "A[j, i] <= A[i, j]", "abs(A[i, j]) < 0.5"])
+    data = st.sampled_from(["A[i, j] > 0.0", "A[j, i] <= A[i, j]", "abs(A[i, j]) < 0.5",
+                            "A[i, j] * (i - j)", "not A[j, i] > 0.3"])
     atom = st.one_of(_affine_atom(), data) if allow_data else _affine_atom()
     return st.recursive(atom, lambda inner: st.one_of(
         st.builds(lambda a, b: f"({a}) and ({b})", inner, inner),
@@ -196,7 +199,7 @@ def test_floor_division_and_modulo_follow_python(values: list[tuple[int, int]], 
     expected = [o.copy() for o in outs]
     int_ops(a, b, *expected)
     polyir.kernel(int_ops, target="interpret")(a, b, *outs)
-    for got, want in zip(outs, expected):
+    for got, want in zip(outs, expected, strict=True):
         np.testing.assert_array_equal(got, want)
 
 
@@ -326,3 +329,32 @@ def test_value_used_after_its_block_is_kept_in_a_temporary() -> None:
     assert "out[0] = cast<f64>(last[])" in str(module)   # ...and stored for the read after it
     polyir.interpret(module, A, out)
     assert out[0] == 6.0 and A.tolist() == [1.0] * 4
+
+
+def test_trivial_and_empty_branches() -> None:
+    def k(A, B, n):
+        for i in range(A.shape[0]):
+            if i < 2:
+                pass
+            else:
+                A[i] = 1.0
+            if True:
+                B[i] += 1.0
+            if n:
+                B[i] += 10.0
+            if A[i] > 5.0:
+                pass
+            if A[i] and not B[i] or i == 2:
+                B[i] = 5.0
+    module = polyir.kernel(k, target="interpret").ir(np.zeros(4), np.zeros(4), 0)
+    text = str(module)
+    assert "if (i >= 2) {" in text and "} else {" in text    # the else belongs to 'if n:'
+    assert "B[i] = B[i] + 1.0:f64" in text and "select(true" not in text
+    assert len(statements(module)) == 5
+    for n in (0, 3):
+        A, B = np.array([0.0, 1.0, 2.0, 0.0]), np.array([0.0, 0.0, 1.0, 3.0])
+        A2, B2 = A.copy(), B.copy()
+        k(A2, B2, n)
+        polyir.kernel(k, target="interpret")(A, B, n)
+        np.testing.assert_array_equal(A, A2)
+        np.testing.assert_array_equal(B, B2)

@@ -8,6 +8,7 @@ evaluated with ``Aff.evaluate``. Slow and obviously correct is the point.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,7 @@ from polyir.ir.nodes import (
     Symbol,
     Var,
 )
-from polyir.ir.types import DType, round_to_bf16
+from polyir.ir.types import DType
 
 _BITS = {DType.I8: 8, DType.I32: 32, DType.I64: 64}
 _COMPUTE = {DType.F16: np.float32, DType.BF16: np.float32, DType.F32: np.float32, DType.F64: np.float64}
@@ -67,6 +68,30 @@ def dtype_of(e: Any, buffers: dict[str, Buffer]) -> DType:
     return dtype_of(e.lhs, buffers)
 
 
+def exact_round(value: Fraction, precision: int, min_exp: int, max_finite: Fraction) -> float:
+    """Round a rational to a binary format (nearest, ties to even), with exact arithmetic."""
+    if value == 0:
+        return 0.0
+    magnitude = abs(value)
+    exponent = magnitude.numerator.bit_length() - magnitude.denominator.bit_length()
+    if Fraction(2) ** exponent > magnitude:
+        exponent -= 1
+    quantum = Fraction(2) ** (max(exponent, min_exp) - (precision - 1))
+    rounded = round(magnitude / quantum) * quantum
+    if rounded > max_finite:
+        return math.copysign(math.inf, value)
+    return math.copysign(float(rounded), value)
+
+
+def to_bf16(value: Any) -> np.float32:
+    """Exact single rounding of a float or int to bfloat16 (held in float32)."""
+    if isinstance(value, (float, np.floating)) and not math.isfinite(value):
+        return np.float32(value)
+    max_bf16 = (2 - Fraction(1, 2 ** 7)) * Fraction(2) ** 127
+    return np.float32(exact_round(Fraction(value if isinstance(value, int) else float(value)),
+                                  8, -126, max_bf16))
+
+
 def cast(value: Any, src: DType, dst: DType) -> Any:
     if dst is DType.BOOL:
         return bool(value != 0)
@@ -77,10 +102,12 @@ def cast(value: Any, src: DType, dst: DType) -> Any:
             v = np.float64(value) if src is DType.F64 else np.float32(value)
         else:
             v = np.array([int(value)], dtype=np.int64)[0]
+        if dst is DType.F16 and not src.is_float:
+            return np.float32(exact_round(Fraction(int(value)), 11, -14, Fraction(65504)))
         if dst is DType.F16:
             return np.float32(np.float16(v))
         if dst is DType.BF16:
-            return round_to_bf16(np.array([np.float32(v)]))[0]
+            return to_bf16(int(value) if src.is_int or src is DType.BOOL else v)
         return _COMPUTE[dst](v)
     if src.is_float:
         f = float(value)
@@ -100,12 +127,12 @@ class Naive:
     def run(self, *args: Any) -> None:
         arrays: dict[str, np.ndarray] = {}
         env: dict[str, int] = {}
-        for p, a in zip(self.fn.params, args):
+        for p, a in zip(self.fn.params, args, strict=True):
             if isinstance(p, Symbol):
                 env[p.name] = int(a)
             else:
                 arrays[p.name] = a
-                for dim, size in zip(p.shape, a.shape):
+                for dim, size in zip(p.shape, a.shape, strict=True):
                     if len(dim.terms) == 1 and dim.constant == 0 and dim.terms[0][1] == 1:
                         env.setdefault(dim.terms[0][0], size)
         for b in self.fn.locals:
@@ -132,7 +159,7 @@ class Naive:
                     value = cast(value, vt, buf.dtype)
                 index = self.index(node.buffer, node.indices, env)
                 if buf.dtype is DType.BF16:
-                    value = round_to_bf16(np.array([value], np.float32))[0]
+                    value = to_bf16(np.float32(value))
                 self.arrays[node.buffer][index] = value
             else:
                 raise NotImplementedError(type(node).__name__)
@@ -140,7 +167,7 @@ class Naive:
     def index(self, name: str, indices: Any, env: dict[str, int]) -> tuple[int, ...]:
         shape = self.arrays[name].shape
         index = tuple(i.evaluate(env) if isinstance(i, Aff) else int(self.expr(i, env)) for i in indices)
-        if not all(0 <= i < d for i, d in zip(index, shape)):
+        if not all(0 <= i < d for i, d in zip(index, shape, strict=True)):
             raise IndexError(f"{name}{list(index)} outside {shape}")
         return index
 

@@ -25,6 +25,6 @@ def test_random_programs_match_the_naive_evaluator(module):
         expected = copy.deepcopy(args)
         Naive(fn).run(*expected)
         interpret(module, *args)
-        for p, got, want in zip(fn.params, args, expected):
+        for p, got, want in zip(fn.params, args, expected, strict=True):
             if isinstance(got, np.ndarray):
                 assert same(got, want), f"{p.name} differs:\n{module}\n{got}\n{want}"

@@ -6,7 +6,7 @@ import pytest
 
 from polyir.ir.interpreter import InterpretError
 from polyir.ir.types import round_to_bf16
-from tests.interpreter.helpers import ir, rand, run
+from tests.interpreter.helpers import rand, run
 from tests.interpreter.test_loops import f32_matmul_sequential
 
 TILED = """
@@ -321,3 +321,56 @@ func main(y: f64[N]) {
     y = np.zeros(13)
     run(src, y)
     np.testing.assert_array_equal(y, np.arange(13.0) * 2)
+
+
+def test_launch_and_mapped_nest_inside_host_loops_see_the_loop_variable():
+    src = """
+func main(y: f64[B, 32], z: f64[B, 32]) {
+  for b = 0 to B {
+    launch fill grid(1, 1, 1) block(32, 1, 1) (y, b)
+    for blk = 0 to 1 gpu=block.x {
+      for t = 0 to 32 gpu=thread.x {
+        S1: z[b, t] = y[b, t] + cast<f64>(b)
+      }
+    }
+  }
+}
+
+kernel fill(y: f64[B, 32], b: index) {
+  for t = 0 to 32 gpu=thread.x {
+    S0: y[b, t] = cast<f64>(100*b + t)
+  }
+}
+"""
+    y, z = np.zeros((3, 32)), np.zeros((3, 32))
+    run(src, y, z)
+    expected_y = 100 * np.arange(3.0)[:, None] + np.arange(32.0)[None, :]
+    np.testing.assert_array_equal(y, expected_y)
+    np.testing.assert_array_equal(z, expected_y + np.arange(3.0)[:, None])
+
+
+def test_local_buffers_are_private_per_thread_and_shared_per_block():
+    src = """
+func main(out: i32[G, 64]) {
+  launch k grid(G, 1, 1) block(64, 1, 1) (out)
+}
+
+kernel k(out: i32[G, 64]) {
+  local mine: i32[] @local
+  local count: i32[1] @shared
+  for g = 0 to G gpu=block.x {
+    for t = 0 to 64 gpu=thread.x {
+      S0: mine[] = mine[] + cast<i32>(t)
+      if (t == 0) {
+        S1: count[0] = count[0] + 1:i32
+      }
+      barrier
+      S2: out[g, t] = mine[] * 1000:i32 + count[0]
+    }
+  }
+}
+"""
+    out = np.zeros((3, 64), np.int32)
+    run(src, out, parallel_order="shuffle")
+    # fresh zero locals per thread; one fresh shared counter per block
+    np.testing.assert_array_equal(out, np.broadcast_to(np.arange(64) * 1000 + 1, (3, 64)))

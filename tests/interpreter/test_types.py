@@ -298,3 +298,14 @@ func f(C: f64[N]) {
     C = np.zeros(1)
     run(src, C)
     assert C[0] == float(np.float32(0.1)) + float(np.float16(0.1)) + 44.0 + 0.1
+
+
+@pytest.mark.parametrize("mid", ["f32", "f16", "bf16"])
+def test_narrowing_float_cast_rounds_even_when_not_stored(mid):
+    A = np.array([0.1, 1 / 3, 1e-30, 70000.5, -2.0000001], np.float64)
+    C = np.zeros(5)
+    run(elementwise("f64", "f64", f"cast<f64>(cast<{mid}>(A[i]))", inputs=1), C, A)
+    with np.errstate(over="ignore"):
+        expected = {"f32": A.astype(np.float32), "f16": A.astype(np.float16),
+                    "bf16": round_to_bf16(A.astype(np.float32))}[mid].astype(np.float64)
+    np.testing.assert_array_equal(C, expected)

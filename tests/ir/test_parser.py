@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import polyir
 from polyir import ParseError
 from polyir.ir.affine import Aff
-from polyir.ir.lexer import tokenize
+from polyir.ir.lexer import MAX_NESTING, tokenize
 from polyir.ir.nodes import (
     Assign,
     BinOp,
@@ -30,7 +30,7 @@ from polyir.ir.nodes import (
     Symbol,
     Var,
 )
-from polyir.ir.parser import MAX_NESTING, parse, parse_affine, parse_expr, parse_statement
+from polyir.ir.parser import parse, parse_affine, parse_expr, parse_statement
 from polyir.ir.types import DType, MemorySpace
 from tests.conftest import examples
 
@@ -296,10 +296,10 @@ def test_hundred_statements_take_milliseconds() -> None:
                      for k in range(100))
     text = f"func big(C: f32[N, 7], A: f32[N, 200]) {{\n  for i = 0 to N {{\n{body}\n  }}\n}}\n"
     module = parse(text)
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: other jobs on a shared machine do not count
     for _ in range(5):
         printed = str(module)
         again = parse(printed)
-    elapsed = (time.perf_counter() - start) / 5
+    elapsed = (time.process_time() - start) / 5
     assert again == module
-    assert elapsed < 0.1, f"print + parse of 100 statements took {elapsed * 1000:.1f} ms"
+    assert elapsed < 0.05, f"print + parse of 100 statements took {elapsed * 1000:.1f} ms"

@@ -47,7 +47,7 @@ def test_golden(name: str) -> None:
     verify(parsed)
 
 
-I, J, N = Aff.var("i"), Aff.var("j"), Aff.var("N")
+I, J, N = Aff.var("i"), Aff.var("j"), Aff.var("N")  # noqa: E741
 
 
 @pytest.mark.parametrize("const, text", [

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polyir.ir.affine import Aff, Constraint
-from polyir.ir.builder import buf, expr, func, if_, kernel, loop, module, stmt, sym
+from polyir.ir.builder import aff, buf, expr, fresh_name, func, if_, kernel, loop, module, names_in, stmt, sym
 from polyir.ir.nodes import (
     Assign,
     Barrier,
@@ -114,6 +114,18 @@ def test_builder_pieces() -> None:
     assert isinstance(loop_node, For) and loop_node.upper == (Aff.var("N"),)
     assert buf("A", DType.F32, 4, space=MemorySpace.SHARED).space is MemorySpace.SHARED
     assert isinstance(if_(["i < 4"], []), If)
+    assert aff("2*i + j") == 2 * Aff.var("i") + Aff.var("j") and aff(3) == Aff.const(3)
+    assert stmt("S0: A[i] = 1.0").loc is None  # pieces are not from a file
+
+
+def test_fresh_names() -> None:
+    f = func("f", ["A: f32[N]", "n: index"], [loop("i", 0, "N", [stmt("S0: A[i] = 1.0")])],
+             locals=[buf("t", "f32")])
+    taken = names_in(f)
+    assert taken == {"f", "A", "N", "n", "t", "i", "S0"}
+    assert fresh_name("i", taken) == "i_1"
+    assert fresh_name("i", taken | {"i_1", "i_2"}) == "i_3"
+    assert fresh_name("k", taken) == "k"
 
 
 # ------------------------------------------------------------ random trees

@@ -17,7 +17,6 @@ from polyir.ir.nodes import (
     FragmentLoad,
     Function,
     Launch,
-    Load,
     Module,
     Var,
 )
@@ -117,6 +116,9 @@ INVALID = [
     (host("  S0: A[0, 0] = cast<f32>(I[0] + 1:i64)"), "dtype mismatch in '+': i32 and i64", "statement 'S0'"),
     (host("  S0: I[0] = 1.5:i32"), "constant 1.5 does not fit dtype i32", "statement 'S0'"),
     (host("  S0: P[0] = 1:bool"), "constant 1 does not fit dtype bool", "statement 'S0'"),
+    (host("  S0: I[0] = cast<i32>(128:i8)"), "constant 128 does not fit dtype i8", "statement 'S0'"),
+    (host("  S0: I[0] = 2147483648:i32"), "constant 2147483648 does not fit dtype i32", "statement 'S0'"),
+    (host("  S0: L[0] = 9223372036854775808"), "does not fit dtype i64", "statement 'S0'"),
     ("func f(A: f32[N], A: f64[N]) {\n}\n", "duplicate parameter name 'A'", "parameter 'A' at 1:19"),
     ("func f(A: f32[N]) {\n  local A: f32[4]\n}\n", "duplicate buffer name 'A'", "local 'A' at 2:9"),
     ("func f(N: f32[N]) {\n}\n", "'N' is both a buffer and a size symbol", "function 'f'"),

@@ -2,8 +2,21 @@
 from __future__ import annotations
 
 from polyir.ir.affine import Aff
-from polyir.ir.nodes import (Assign, BinOp, Buffer, Call, Cast, Compare, For, Function, If, Load, Module,
-                             Select, Symbol)
+from polyir.ir.nodes import (
+    Assign,
+    BinOp,
+    Buffer,
+    Call,
+    Cast,
+    Compare,
+    For,
+    Function,
+    If,
+    Load,
+    Module,
+    Select,
+    Symbol,
+)
 from polyir.ir.types import DType
 
 

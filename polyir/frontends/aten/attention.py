@@ -13,7 +13,7 @@ than a materialised boolean tensor.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Optional
 
 import torch
 
@@ -72,10 +72,6 @@ def attention(ctx: LoweringContext, out: TensorValue, q: TensorValue, k: TensorV
 
 def _accepts(node: torch.fx.Node) -> str | None:
     dropout = node.kwargs.get("dropout_p", node.args[3] if len(node.args) > 3 else 0.0)
-    if node.target is aten.scaled_dot_product_attention.default:
-        dropout = node.kwargs.get("dropout_p", node.args[4] if len(node.args) > 4 else 0.0)
-        if node.kwargs.get("enable_gqa"):
-            return "grouped-query attention"
     if dropout:
         return "attention dropout"
     return None
@@ -97,10 +93,42 @@ def lower_flash_attention_cpu(ctx: LoweringContext, node: torch.fx.Node, q: Tens
     return out, logsumexp
 
 
-@register(aten.scaled_dot_product_attention, accepts=_accepts)
-def lower_sdpa(ctx: LoweringContext, node: torch.fx.Node, q: TensorValue, k: TensorValue,
-               v: TensorValue, attn_mask: TensorValue | None = None, dropout_p: float = 0.0,
-               is_causal: bool = False, scale: float | None = None, **kwargs: Any) -> TensorValue:
+# ``F.scaled_dot_product_attention`` is a composite operator that make_fx
+# always decomposes; the capture's decomposition table maps it to this opaque
+# operator instead (see :func:`sdpa_as_attention`), so that it reaches the
+# lowering as one node. Its eager implementation is torch's own.
+@torch.library.custom_op("polyir::attention", mutates_args=())
+def attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                 attn_mask: Optional[torch.Tensor], is_causal: bool,
+                 scale: Optional[float]) -> torch.Tensor:
+    """Scaled dot-product attention without dropout (eager reference)."""
+    return torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, attn_mask=attn_mask, is_causal=is_causal, scale=scale).contiguous()
+
+
+@attention_op.register_fake
+def _attention_shape(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                     attn_mask: Optional[torch.Tensor], is_causal: bool,
+                     scale: Optional[float]) -> torch.Tensor:
+    return q.new_empty(tuple(q.shape[:-1]) + (v.shape[-1],))
+
+
+def sdpa_as_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                      attn_mask: Optional[torch.Tensor] = None, dropout_p: float = 0.0,
+                      is_causal: bool = False, scale: Optional[float] = None,
+                      enable_gqa: bool = False) -> Any:
+    """Decomposition of ``aten.scaled_dot_product_attention`` into
+    ``polyir.attention`` when it fits (no dropout, no GQA, equal batch dims);
+    ``NotImplemented`` leaves torch's own decomposition to run."""
+    if dropout_p or enable_gqa or q.dim() < 2 or not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
+        return NotImplemented
+    return torch.ops.polyir.attention.default(q, k, v, attn_mask, is_causal, scale)
+
+
+@register(torch.ops.polyir.attention)
+def lower_attention(ctx: LoweringContext, node: torch.fx.Node, q: TensorValue, k: TensorValue,
+                    v: TensorValue, attn_mask: TensorValue | None, is_causal: bool,
+                    scale: float | None) -> TensorValue:
     out = ctx.result(node)
     attention(ctx, out, q, k, v, mask=attn_mask, causal=is_causal, scale=scale)
     return out

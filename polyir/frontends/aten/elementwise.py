@@ -272,6 +272,23 @@ def lower_div(ctx: LoweringContext, node: torch.fx.Node, a: Operand, b: Operand,
     return pointwise(ctx, node, [a, b], dtype, lambda x, y: _floor_div_int(x, y, dtype))
 
 
+@register(aten.remainder)
+def lower_remainder(ctx: LoweringContext, node: torch.fx.Node, a: Operand, b: Operand) -> TensorValue:
+    """Python's ``%``: the result has the sign of the divisor."""
+    dtype = compute_dtype(node, 2)
+    zero = const(0, dtype)
+    if dtype.is_float:
+        return pointwise(ctx, node, [a, b], dtype, lambda x, y: BinOp(
+            "-", x, BinOp("*", Call("floor", (BinOp("/", x, y),)), y)))
+
+    def modulo(x: Expr, y: Expr) -> Expr:
+        rest = BinOp("%", x, y)
+        wrong_sign = BinOp("and", Compare("!=", rest, zero),
+                           Compare("!=", Compare("<", rest, zero), Compare("<", y, zero)))
+        return Select(wrong_sign, BinOp("+", rest, y), rest)
+    return pointwise(ctx, node, [a, b], dtype, modulo)
+
+
 @register(aten.maximum, aten.minimum)
 def lower_max_min(ctx: LoweringContext, node: torch.fx.Node, a: Operand, b: Operand) -> TensorValue:
     fn = "max" if node.target.overloadpacket is aten.maximum else "min"

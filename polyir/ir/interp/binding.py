@@ -7,8 +7,9 @@ torch bf16 tensors) are copied in and written back after the run.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -113,7 +114,7 @@ def bind_arguments(fn: Function, args: tuple[Any, ...], written: set[str]) -> Bo
     arrays: dict[str, np.ndarray] = {}
     originals: dict[str, Any] = {}
     explicit: dict[str, int] = {}
-    for i, (param, value) in enumerate(zip(params, args)):
+    for i, (param, value) in enumerate(zip(params, args, strict=True)):
         fail = fail_at(i)
         if isinstance(param, Symbol):
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):

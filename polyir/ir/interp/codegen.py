@@ -136,7 +136,7 @@ class FunctionCompiler(ExprCompiler):
         out.emit(f"def {head}{fn.name}({', '.join([extra] + args)}):", self.fn_node)
         prologue = Block()
         self.block = prologue
-        self.emit("_rf = _RF")
+        self.emit("_rf = _rt.cell")
         self.emit("_par = _rt.par")
         for buf in list(buffer_params) + list(fn.locals):
             self.declare(buf)
@@ -339,7 +339,7 @@ class FunctionCompiler(ExprCompiler):
         thread = self.temp("_thread")
         head = Block()
         saved, self.block = self.block, head
-        self.emit("_rf = _RF")
+        self.emit("_rf = _rt.cell")
         self.emit("_bx, _by, _bz = _bid")
         self.emit("_tx, _ty, _tz = _tid")
         self.emit("_gx, _gy, _gz = _grid")

@@ -7,8 +7,8 @@ tagged with the index of the IR node it came from (for error messages).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from polyir.ir.affine import Aff, Constraint, FloorDiv
 from polyir.ir.types import DType

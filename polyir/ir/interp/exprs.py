@@ -120,8 +120,8 @@ class ExprCompiler:
             return val
         t = self.temp()
         if val.dtype in F32_COMPUTED:
-            self.emit(f"_rf[0] = {val.code}") if False else None
-            self.emit(f"{t} = {val.code}")
+            self.emit(f"_rf[0] = {val.code}")
+            self.emit(f"{t} = _rf[0]")
         elif val.dtype in _INT_BITS:
             half = 1 << (_INT_BITS[val.dtype] - 1)
             self.emit(f"{t} = (({val.code} + {half}) & {2 * half - 1}) - {half}")
@@ -338,7 +338,7 @@ class ExprCompiler:
         return offset_code(codes, info.strides)
 
     def emit_check(self, block: Block, info: BufferInfo, codes: list[str], indent: int = 0) -> None:
-        cond = " and ".join(f"0 <= {c} < {d}" for c, d in zip(codes, info.dims))
+        cond = " and ".join(f"0 <= {c} < {d}" for c, d in zip(codes, info.dims, strict=True))
         block.emit(f"if not ({cond}): _oob({self.node}, {info.buffer.name!r}, "
                    f"({', '.join(codes)},), ({', '.join(info.dims)},))", self.node, indent)
 
@@ -373,7 +373,7 @@ class ExprCompiler:
                     codes = [aff_code(i, lambda v, p=point: p if v == loop.var else self.var_code(v))
                              for i in indices]
                     self.emit_check(loop.checks, info, codes)
-        coeff_terms = [(c, s) for (_, c), s in zip(splits, info.strides) if c]
+        coeff_terms = [(c, s) for (_, c), s in zip(splits, info.strides, strict=True) if c]
         var = self.names.var(loop.var)
         if not coeff_terms:
             return name
@@ -384,7 +384,7 @@ class ExprCompiler:
 
 
 def offset_code(codes: list[str], strides: list[str]) -> str:
-    terms = [c if s == "1" else f"{c}*{s}" for c, s in zip(codes, strides) if c != "0"]
+    terms = [c if s == "1" else f"{c}*{s}" for c, s in zip(codes, strides, strict=True) if c != "0"]
     return " + ".join(terms) if terms else "0"
 
 

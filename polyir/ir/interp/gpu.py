@@ -18,12 +18,12 @@ Shared buffers are per block, fragments per warp, local buffers per thread.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from polyir.ir.fragments import MMA_SHAPES
-from polyir.ir.interp.errors import InterpretError
 from polyir.ir.types import DType, round_to_bf16
 
 WARP_SIZE = 32
@@ -125,8 +125,8 @@ def _tile_bounds(rt: Any, k: int, dims: tuple[int, ...], idx: tuple[int, ...], e
     if len(dims) < 2 or len(idx) != len(dims):
         raise rt.error(k, f"fragment access to '{buffer}' needs a buffer of rank >= 2 and one index "
                           f"per dimension (shape {dims}, index {idx})")
-    lead_ok = all(0 <= i < d for i, d in zip(idx[:-2], dims[:-2]))
-    tail_ok = all(0 <= i and i + e <= d for i, e, d in zip(idx[-2:], extent, dims[-2:]))
+    lead_ok = all(0 <= i < d for i, d in zip(idx[:-2], dims[:-2], strict=True))
+    tail_ok = all(0 <= i and i + e <= d for i, e, d in zip(idx[-2:], extent, dims[-2:], strict=True))
     if not (lead_ok and tail_ok):
         raise rt.error(k, f"fragment tile {extent[0]}x{extent[1]} at {list(idx)} is out of bounds "
                           f"for buffer '{buffer}' of shape {list(dims)}")

@@ -4,8 +4,9 @@ from __future__ import annotations
 import linecache
 import random
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from polyir.ir.interp import gpu
 from polyir.ir.interp.binding import bind_symbols
@@ -67,7 +68,7 @@ class CompiledModule:
                 except KeyError:
                     continue
                 inner = self.written_buffers(kernel) if kernel is not fn else set()
-                for param, arg in zip(kernel.params, node.args):
+                for param, arg in zip(kernel.params, node.args, strict=True):
                     if param.name in inner:
                         written.add(arg)
         return written
@@ -114,6 +115,8 @@ class Runtime:
         self.order = parallel_order
         self.rng = random.Random(seed)
         self.par = {"forward": range, "reverse": self._reversed, "shuffle": self._shuffled}[parallel_order]
+        # the float32 rounding cell of generated code, one per call (thread safe)
+        self.cell = memoryview(bytearray(4)).cast("f")
 
     # parallel iteration orders
     @staticmethod
@@ -184,7 +187,7 @@ class Runtime:
         shapes: dict[str, tuple[int, ...]] = {}
         explicit: dict[str, int] = {}
         views = []
-        for param, name, value in zip(kernel.params, node.args, args):
+        for param, name, value in zip(kernel.params, node.args, args, strict=True):
             if isinstance(param, Symbol):
                 if name in caller_buffers:
                     raise self.error(k, f"argument '{name}' is a buffer but '{param.name}' is a symbol")

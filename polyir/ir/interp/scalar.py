@@ -46,7 +46,7 @@ def _round_to_format(x: float, precision: int, min_exp: int, max_finite: float) 
     rounded = math.ldexp(float(round(math.ldexp(x, -quantum))), quantum)
     if abs(rounded) > max_finite:
         return math.copysign(INF, x)
-    return rounded
+    return math.copysign(rounded, x)  # keeps the sign of an underflow to zero
 
 
 _F16_MAX = 65504.0
