@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 
 from llvmlite import ir
 
-from polyir.ir.nodes import For, Function, If, Node
+from polyir.ir.nodes import Buffer, For, Function, If, Node
 from polyir.ir.types import DType
 from polyir.llvm.hooks import I32, I64, LoweringHooks
 from polyir.llvm.lower import FunctionLowerer, buffers_used, loop_hints
@@ -31,6 +31,19 @@ PARALLEL_FOR_TYPE = ir.FunctionType(I32, [PTR, PTR, I64])
 """``i32 parallel_for(ptr chunk_fn, ptr ctx, i64 trip_count)``."""
 CHUNK_TYPE = ir.FunctionType(I32, [PTR, I64, I64])
 """``i32 chunk_fn(ptr ctx, i64 begin, i64 end)``."""
+
+
+def _occurrences(nodes: Iterable[Node], loop: For) -> int:
+    """How many times the object ``loop`` occurs in ``nodes`` (IR may share subtrees)."""
+    count = 0
+    for node in nodes:
+        if node is loop:
+            count += 1
+        elif isinstance(node, For):
+            count += _occurrences(node.body, loop)
+        elif isinstance(node, If):
+            count += _occurrences(node.then_body, loop) + _occurrences(node.else_body, loop)
+    return count
 
 
 def _used_outside(nodes: Iterable[Node], loop: For) -> set[str]:
@@ -87,7 +100,9 @@ class CpuHooks(LoweringHooks):
 
         used = buffers_used(loop.body)
         local_names = {buf.name for buf in lowerer.function.locals}
-        private_names = (used & local_names) - _used_outside(lowerer.function.body, loop)
+        body = lowerer.function.body
+        private_names = (used & local_names) - _used_outside(body, loop) \
+            if _occurrences(body, loop) == 1 else set()
         shared = [name for name in lowerer.buffers if name in used and name not in private_names]
         values = sorted(lowerer.vars)
         private = [buf for buf in lowerer.function.locals if buf.name in private_names]
@@ -106,7 +121,7 @@ class CpuHooks(LoweringHooks):
         lowerer.fail_if(failed, status, f"{chunk.name}.done")
 
     def _outline(self, lowerer: FunctionLowerer, loop: For, shared: list[str],
-                 values: list[str], private: list) -> ir.Function:
+                 values: list[str], private: list[Buffer]) -> ir.Function:
         module = lowerer.llvm_module
         base = f"{lowerer.llfunc.name}.par{len(lowerer.outlined)}"
         while base in module.globals:

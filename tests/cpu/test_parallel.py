@@ -116,3 +116,29 @@ def test_runtime_failure_is_reported_not_ignored(native, monkeypatch):
     C = np.zeros((4, 3), np.float32)
     with pytest.raises(RuntimeError, match="status 2"):
         ex(C, np.ones((4, 3), np.float32), 1.0)
+
+
+def test_shared_subtree_does_not_privatise_its_locals():
+    """IR may hold the same loop object twice; a local both copies use stays shared."""
+    import polyir
+    from polyir.cpu.jit import build_cpu
+    from polyir.ir.nodes import Function, Module
+    from polyir.target import cpu as cpu_target
+    parsed = polyir.parse("""
+func f(C: f32[N], A: f32[N]) {
+  local t: f32[N] @global
+  for i = 0 to N parallel {
+    S0: t[i] = t[i] + A[i]
+  }
+  for j = 0 to N {
+    S1: C[j] = t[j]
+  }
+}""").entry
+    twice = parsed.body[0]
+    shared = Module((Function(parsed.name, parsed.params, (twice, twice, parsed.body[1]),
+                              parsed.locals),))
+    ex = build_cpu(shared, cpu_target(2), cache_dir=None)
+    A = np.arange(50, dtype=np.float32)
+    C = np.zeros(50, np.float32)
+    ex(C, A)
+    np.testing.assert_array_equal(C, 2 * A)
