@@ -129,14 +129,11 @@ func f(C: f32[N], A: f32[N]) {
   local t: f32[N] @global
   for i = 0 to N parallel {
     S0: t[i] = t[i] + A[i]
-  }
-  for j = 0 to N {
-    S1: C[j] = t[j]
+    S1: C[i] = t[i]
   }
 }""").entry
     twice = parsed.body[0]
-    shared = Module((Function(parsed.name, parsed.params, (twice, twice, parsed.body[1]),
-                              parsed.locals),))
+    shared = Module((Function(parsed.name, parsed.params, (twice, twice), parsed.locals),))
     ex = build_cpu(shared, cpu_target(2), cache_dir=None)
     A = np.arange(50, dtype=np.float32)
     C = np.zeros(50, np.float32)
