@@ -157,6 +157,9 @@ class ArgumentBinder:
                 raise ArgumentError(f"{fname}: argument {plan.position} ('{param.name}') has "
                                     f"rank {array.ndim}; expected {plan.param.rank} "
                                     f"(shape [{plan.signature_text}])")
+            if param.name in self.written and not array.flags.writeable:
+                raise ArgumentError(f"{fname}: argument {plan.position} ('{param.name}') is "
+                                    f"written but the array is read-only")
             for axis, symbol in plan.defines:
                 symbols[symbol] = array.shape[axis]
             arrays[param.name] = array

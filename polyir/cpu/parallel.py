@@ -2,20 +2,24 @@
 
 Native code calls ``parallel_for(chunk_fn, ctx, trip_count)`` (a ctypes
 callback, see ``polyir.cpu.hooks``). The callback splits ``[0, trip_count)``
-into one contiguous chunk per worker, runs the first on the calling thread and
-the others on a ``ThreadPoolExecutor``. Each chunk is a ctypes call into native
+into ``CHUNKS_PER_WORKER`` contiguous chunks per worker; the calling thread and
+``workers - 1`` helpers on a ``ThreadPoolExecutor`` take chunks from a shared
+counter until none is left (so a helper the OS does not schedule soon costs
+nothing: the others take its share). Each chunk is a ctypes call into native
 code, which releases the GIL, so the chunks run on all cores.
 """
 from __future__ import annotations
 
 import ctypes
+import itertools
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 
 CHUNK_FN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 PARALLEL_FOR = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
 
+CHUNKS_PER_WORKER = 4
 _pool_lock = threading.Lock()
 _pools: dict[int, ThreadPoolExecutor] = {}
 
@@ -60,14 +64,24 @@ class ParallelRuntime:
     def _parallel_for(self, chunk_address: int, ctx: int, trip_count: int) -> int:
         try:
             function = self._chunk_function(chunk_address)
-            ranges = chunks(trip_count, self.workers)
-            if len(ranges) == 1:
+            ranges = chunks(trip_count, self.workers * CHUNKS_PER_WORKER)
+            if self.workers == 1 or len(ranges) == 1:
                 return int(function(ctx, 0, trip_count))
-            futures: list[Future[int]] = [_pool(self.workers - 1).submit(function, ctx, lo, hi)
-                                          for lo, hi in ranges[1:]]
-            status = int(function(ctx, *ranges[0]))
-            for future in futures:
-                status = max(status, int(future.result()))
+            taken = itertools.count()
+
+            def drain() -> int:
+                status = 0
+                for index in iter(taken.__next__, None):
+                    if index >= len(ranges):
+                        break
+                    status = max(status, int(function(ctx, *ranges[index])))
+                return status
+
+            helpers = [_pool(self.workers - 1).submit(drain) for _ in range(self.workers - 1)]
+            status = drain()
+            for helper in helpers:
+                if not helper.cancel():  # a helper that never started has nothing to do
+                    status = max(status, helper.result())
             return status
         except BaseException:  # a callback must not raise into native code
             return 2

@@ -19,9 +19,28 @@ and run with the semantics of ``docs/ir.md``:
 * Every access is bounds-checked (``check_bounds=True``); checks of accesses
   affine in the innermost loop variable are hoisted in front of that loop.
 
-Speed (one core of the development machine, CPython 3.11; float32, checks on;
-see tests/interpreter/test_speed.py for the measurement):
-    SPEED_FIGURES_PLACEHOLDER
+Semantic choices the docs leave open: ``select`` and the right operand of
+``and``/``or`` are evaluated lazily (a guarded load never faults);
+float->int casts give 0 for nan and saturate out of range; fragment MMA rounds
+its inputs to the shape's types (tf32: 10 explicit bits, nearest even),
+accumulates exactly (float64) and rounds once to the accumulator type; a
+``barrier`` outside any GPU context is a no-op. In a mapped nest in a host
+function, ``@shared`` locals are per block, ``@fragment`` per warp, ``@local``
+per thread and global-space locals are shared by all threads.
+
+Speed (CPU time on one core of the development machine, CPython 3.11; run
+``python tests/interpreter/bench_interpreter.py``):
+
+* gemm ``C += A @ B``, N x N x N, f32: about 6.3 M inner iterations/s, so
+  N = 185 runs in about one second (N = 128: 0.33 s); f64: 8 M/s (N = 200).
+* 2-d 5-point Jacobi f32: 2.7 M points/s (512 x 512 in 0.1 s).
+* bounds checks cost nothing measurable when hoisted (accesses executed on
+  every iteration of their innermost loop); checks that cannot be hoisted
+  (accesses under an ``if`` inside the loop) cost about 75% on gemm
+  (``check_bounds=False`` turns them off).
+* GPU: tiled 8x8-block shared-memory matmul kernel, N = 64: 0.07 s; f16
+  fragment-MMA kernel, 256 x 256 x 256: 0.3 s.
+* compiling a module to Python: about 0.5-1.5 ms (cached by module identity).
 """
 from __future__ import annotations
 
@@ -45,7 +64,8 @@ def _as_module(ir: Module | Function) -> Module:
 
 
 def interpret(ir: Module | Function, *args: Any, parallel_order: str = "forward", seed: int = 0,
-              function: str | None = None, check_bounds: bool = True) -> None:
+              function: str | None = None, check_bounds: bool = True,
+              detect_races: bool = False) -> None:
     """Run ``ir``'s entry function (or the host function named ``function``) on ``args``.
 
     Arguments follow ``Function``'s calling convention: positional, one per
@@ -55,7 +75,9 @@ def interpret(ir: Module | Function, *args: Any, parallel_order: str = "forward"
     arrays. bf16 buffers are float32 arrays (or torch bfloat16 tensors).
 
     ``parallel_order`` is ``"forward"``, ``"reverse"`` or ``"shuffle"`` (seeded
-    by ``seed``). Raises ``polyir.ArgumentError`` for bad arguments (before
+    by ``seed``). ``detect_races=True`` makes GPU code (kernels and mapped
+    nests) report conflicting accesses of different threads between barriers,
+    or of different blocks, as errors (see ``interp/races.py``). Raises ``polyir.ArgumentError`` for bad arguments (before
     anything is written) and :class:`InterpretError` for faults while running
     (out-of-bounds access, integer division by zero, divergent barrier, a
     kernel called directly, ...). Returns None.
@@ -76,9 +98,9 @@ def interpret(ir: Module | Function, *args: Any, parallel_order: str = "forward"
         if fn.kind == "kernel":
             raise InterpretError(f"'{function}' is a kernel: kernels run only through a launch "
                                  f"from a host function")
-    compiled = compile_module(ir, module, check_bounds)
+    compiled = compile_module(ir, module, check_bounds, detect_races)
     bound = bind_arguments(fn, args, compiled.written_buffers(fn))
-    runtime = Runtime(compiled, parallel_order, seed)
+    runtime = Runtime(compiled, parallel_order, seed, detect_races)
     entry = compiled.namespace["_host_" + fn.name]
     try:
         entry(runtime, *bound.values)

@@ -48,6 +48,7 @@ def test_good_call_and_executable_attributes(scale):
     (lambda y, x: (y, x, 2.0, True), "(symbol 'shift') must be an int"),
     (lambda y, x: (y, [[1.0]], 2.0, 1), "list"),
     (lambda y, x: (y, y, 2.0, 1), "overlap"),
+    (lambda y, x: (np.broadcast_to(y[0], y.shape), x, 2.0, 1), "read-only"),
 ])
 def test_bad_arguments_raise_and_write_nothing(scale, bad, message):
     y, x = _inputs()

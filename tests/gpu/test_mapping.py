@@ -234,3 +234,26 @@ def test_mapped_programs_with_small_2d_blocks(module) -> None:
     mapped = transform(module, "mark-parallel,gpu-map{block_sizes=4,2}")
     verify(mapped)
     assert_equivalent(module, mapped, trials=1, parallel_order="shuffle")
+
+
+# ------------------------------------------------------------ classic corpus
+def _corpus():
+    from polyir.testing.corpus import CORPUS
+    return CORPUS
+
+
+@pytest.mark.parametrize("entry", _corpus(), ids=[k.name for k in _corpus()])
+def test_corpus_kernels_mapped_match_python(entry) -> None:
+    import copy
+
+    import polyir
+    args = entry.make_args(entry.sizes, np.random.default_rng(0), dtype=np.float32)
+    expected = copy.deepcopy(args)
+    entry.func(*expected)
+    module = polyir.kernel(entry.func, target="interpret").ir(*args)
+    mapped = transform(module, "mark-parallel,gpu-map{block_sizes=8,4}")
+    verify(mapped)
+    interpret(mapped, *args, parallel_order="reverse")
+    for position, (got, want) in enumerate(zip(args, expected)):
+        if isinstance(want, np.ndarray):
+            np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5, err_msg=f"argument {position}")

@@ -205,3 +205,18 @@ func f(A: f32[N]) {
 """)
     with pytest.raises(Exception, match="symbolic shape"):
         build_cuda(module, cuda(80))
+
+
+def _corpus():
+    from polyir.testing.corpus import CORPUS
+    return CORPUS
+
+
+@pytest.mark.parametrize("entry", _corpus(), ids=[k.name for k in _corpus()])
+def test_corpus_kernels_compile_for_cuda(entry) -> None:
+    args = entry.make_args(entry.sizes, np.random.default_rng(0))
+    exe = polyir.kernel(entry.func, target="cuda:sm_80").compile_for(*args)
+    kernels = [f for f in exe.ir.functions if f.kind == "kernel"]
+    assert kernels and exe.ptx.count(".entry") == len(kernels)
+    assert "call" not in exe.ptx
+    assemble(exe.ptx)

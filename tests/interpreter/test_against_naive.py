@@ -16,7 +16,7 @@ def same(a: np.ndarray, b: np.ndarray) -> bool:
     return a.dtype == b.dtype and np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
 
 
-@settings(max_examples=examples(60, 1500))
+@settings(max_examples=examples(150, 2000))
 @given(programs(dtypes=("f32", "f64", "f16", "bf16")))
 def test_random_programs_match_the_naive_evaluator(module):
     fn = module.entry

@@ -119,7 +119,7 @@ def program(dtype: DType, expr: Expr) -> Function:
     return Function("f", params, (loop,))
 
 
-@settings(max_examples=examples(150, 3000))
+@settings(max_examples=examples(400, 4000))
 @given(typed_expression(), st.integers(0, 3))
 def test_random_expressions_match_the_naive_evaluator(typed, seed):
     dtype, expr = typed

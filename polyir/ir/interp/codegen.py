@@ -91,9 +91,10 @@ def _trip(lo: str, hi: str, step: int) -> str:
 class ModuleCompiler:
     """Compiles every function of a module into one Python source text."""
 
-    def __init__(self, module: Module, check_bounds: bool = True):
+    def __init__(self, module: Module, check_bounds: bool = True, detect_races: bool = False):
         self.module = module
         self.check_bounds = check_bounds
+        self.detect_races = detect_races
         self.nodes: list[tuple[str, object]] = []      # (function name, node) by index
         self.block = Block()
 
@@ -114,7 +115,7 @@ class FunctionCompiler(ExprCompiler):
     """Statements, loops, GPU nests and prologues of one function."""
 
     def __init__(self, owner: ModuleCompiler, fn: Function):
-        super().__init__(fn.name, {}, Names(), owner.nodes, owner.check_bounds)
+        super().__init__(fn.name, {}, Names(), owner.nodes, owner.check_bounds, owner.detect_races)
         self.owner = owner
         self.fn = fn
         self.in_gpu = False
@@ -210,7 +211,7 @@ class FunctionCompiler(ExprCompiler):
             val = Val(f"_round_{dtype.value}({self.clean(val).code})", dtype, True)
         elif dtype is not DType.F32:
             val = self.clean(val)
-        offset = self.access(info, node.indices)
+        offset = self.access(info, node.indices, write=True)
         self.emit(f"{info.py}[{offset}] = {val.code}")
 
     def if_node(self, node: If) -> None:
@@ -351,14 +352,14 @@ class FunctionCompiler(ExprCompiler):
             self.emit(f"{self.buffers[buf.name].py} = _rt.alloc({STORAGE_FORMAT[buf.dtype]!r}, "
                       f"{self.size_code(buf)})")
         self.block = saved
-        saved_gpu, saved_loop = self.in_gpu, self.loop
-        self.in_gpu, self.loop = True, None
+        saved_gpu, saved_loop, saved_private = self.in_gpu, self.loop, self.private
+        self.in_gpu, self.loop, self.private = True, None, {b.name for b in private}
         try:
             inner = self.body(body)
         finally:
-            self.in_gpu, self.loop = saved_gpu, saved_loop
+            self.in_gpu, self.loop, self.private = saved_gpu, saved_loop, saved_private
         head.extend(inner)
-        self.emit(f"def {thread}(_bid, _tid, _grid, _block, _sh, _fr):")
+        self.emit(f"def {thread}(_bid, _tid, _grid, _block, _sh, _fr, _acc):")
         self.block.extend(head, 1)
         specs = [f"({STORAGE_FORMAT[b.dtype]!r}, {self.size_code(b)}, ({', '.join(self.buffers[b.name].dims)},))"
                  for b in shared + frags]

@@ -40,7 +40,7 @@ from polyir.ir.nodes import (
     Select,
     Var,
 )
-from polyir.ir.types import DType
+from polyir.ir.types import DType, MemorySpace
 
 _INT_BITS = {DType.I8: 8, DType.I32: 32, DType.I64: 64}
 
@@ -81,12 +81,15 @@ class ExprCompiler:
     """Expression and access compilation; statements live in ``codegen``."""
 
     def __init__(self, function_name: str, buffers: dict[str, BufferInfo], names: Names,
-                 nodes: list[tuple[str, object]], check_bounds: bool):
+                 nodes: list[tuple[str, object]], check_bounds: bool, detect_races: bool = False):
         self.function_name = function_name
         self.buffers = buffers
         self.names = names
         self.nodes = nodes
         self.check_bounds = check_bounds
+        self.detect_races = detect_races
+        self.in_gpu = False         # compiling per-thread GPU code
+        self.private: set[str] = set()   # buffers private to one thread (not race-checked)
         self.scope: set[str] = set()
         self.loop: LoopContext | None = None
         self.block = Block()
@@ -309,8 +312,17 @@ class ExprCompiler:
         except KeyError:
             raise self.error(f"unknown buffer '{name}'") from None
 
-    def access(self, info: BufferInfo, indices: tuple[Index, ...]) -> str:
-        """Source of the flat offset of ``info[indices]``, with its bounds check emitted."""
+    def access(self, info: BufferInfo, indices: tuple[Index, ...], write: bool = False) -> str:
+        """Source of the flat offset of ``info[indices]``, with its bounds check emitted
+        (and, in GPU code with race detection, the access logged)."""
+        offset = self.offset(info, indices)
+        if self.detect_races and self.in_gpu and info.buffer.name not in self.private:
+            offset = self.atom(Val(offset, DType.I64)).code
+            is_global = info.buffer.space is not MemorySpace.SHARED
+            self.emit(f"_acc(({self.node}, {info.buffer.name!r}, {offset}, {int(write)}, {int(is_global)}))")
+        return offset
+
+    def offset(self, info: BufferInfo, indices: tuple[Index, ...]) -> str:
         rank = info.buffer.rank
         if len(indices) != rank:
             raise self.error(f"buffer '{info.buffer.name}' has rank {rank}, accessed with "

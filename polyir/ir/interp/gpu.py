@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from polyir.ir.fragments import MMA_SHAPES
-from polyir.ir.types import DType, round_to_bf16
+from polyir.ir.interp.races import RaceChecker, tile_entries
+from polyir.ir.types import DType, MemorySpace, round_to_bf16
 
 WARP_SIZE = 32
 _DONE = object()
@@ -61,6 +62,7 @@ def run_grid(rt: Any, node: int, thread: Callable[..., Any], grid: tuple[int, in
         raise rt.error(node, f"negative grid size {grid}")
     blocks = [(x, y, z) for z in range(grid[2]) for y in range(grid[1]) for x in range(grid[0])]
     is_generator = bool(thread.__code__.co_flags & inspect.CO_GENERATOR)
+    races = RaceChecker(rt, node) if rt.detect_races else None
     for bid in rt.ordered(blocks):
         dims = tuple(int(d) for d in (block(*bid) if callable(block) else block))
         if len(dims) != 3 or any(d < 1 for d in dims):
@@ -70,16 +72,21 @@ def run_grid(rt: Any, node: int, thread: Callable[..., Any], grid: tuple[int, in
         shared = tuple(rt.alloc(fmt, size) for fmt, size, _ in shared_specs)
         warps = (len(tids) + WARP_SIZE - 1) // WARP_SIZE
         frags = [tuple(rt.alloc(fmt, size) for fmt, size, _ in frag_specs) for _ in range(warps)]
+        logs: list[list[Any]] = [[] for _ in tids] if races else []
+        loggers = [log.append for log in logs] if races else [None] * len(tids)
         if not is_generator:
             for lin in rt.ordered(range(len(tids))):
-                thread(bid, tids[lin], grid, dims, shared, frags[lin // WARP_SIZE])
+                thread(bid, tids[lin], grid, dims, shared, frags[lin // WARP_SIZE], loggers[lin])
+            if races:
+                races.check_phase(bid, tids, logs)
         else:
-            gens = [thread(bid, tids[lin], grid, dims, shared, frags[lin // WARP_SIZE])
+            gens = [thread(bid, tids[lin], grid, dims, shared, frags[lin // WARP_SIZE], loggers[lin])
                     for lin in range(len(tids))]
-            _schedule(rt, node, gens, bid)
+            _schedule(rt, node, gens, bid, tids, logs, races)
 
 
-def _schedule(rt: Any, node: int, gens: list[Any], bid: tuple[int, int, int]) -> None:
+def _schedule(rt: Any, node: int, gens: list[Any], bid: tuple[int, int, int], tids: list[Any],
+              logs: list[list[Any]], races: RaceChecker | None) -> None:
     """Run the threads of one block phase by phase (see the module docstring)."""
     n = len(gens)
     state: list[Any] = [None] * n
@@ -102,12 +109,14 @@ def _schedule(rt: Any, node: int, gens: list[Any], bid: tuple[int, int, int]) ->
                 raise rt.error(node, f"divergent fragment operation in block {bid}, warp "
                                      f"{first // WARP_SIZE}: lanes wait at {where}, others at a barrier "
                                      f"or finished")
-            fragment_op(rt, state[lanes[0]])
+            fragment_op(rt, state[lanes[0]], logs[lanes[0]] if races else None)
             runnable.extend(lanes)
         if runnable:
             runnable = rt.ordered(runnable)
             continue
         waiting = [s for s in state if s is not _DONE]
+        if races:
+            races.check_phase(bid, tids, logs)
         if not waiting:
             return
         if len(waiting) == n and len(set(waiting)) == 1:
@@ -132,8 +141,16 @@ def _tile_bounds(rt: Any, k: int, dims: tuple[int, ...], idx: tuple[int, ...], e
                           f"for buffer '{buffer}' of shape {list(dims)}")
 
 
-def fragment_op(rt: Any, payload: tuple[Any, ...]) -> None:
-    """Execute one warp-level fragment operation (``payload`` from generated code)."""
+def _log_tile(log: list[Any] | None, k: int, buffer: Any, dims: tuple[int, ...], region: tuple[Any, ...],
+              write: bool) -> None:
+    if log is not None:
+        offsets = np.arange(int(np.prod(dims))).reshape(dims)[region]
+        log.extend(tile_entries(k, buffer.name, offsets, write, buffer.space is not MemorySpace.SHARED))
+
+
+def fragment_op(rt: Any, payload: tuple[Any, ...], log: list[Any] | None = None) -> None:
+    """Execute one warp-level fragment operation (``payload`` from generated code);
+    with race detection, its memory accesses are appended to ``log``."""
     from polyir.ir.nodes import FragmentFill, FragmentLoad, FragmentMMA
     k = payload[0]
     fn, node = rt.node(k)
@@ -171,7 +188,9 @@ def fragment_op(rt: Any, payload: tuple[Any, ...]) -> None:
         extent = (rows, cols) if node.layout == "row" else (cols, rows)
         _tile_bounds(rt, k, dims, idx, extent, node.buffer)
         array = np.asarray(src).reshape(dims)
-        tile = array[idx[:-2] + (slice(idx[-2], idx[-2] + extent[0]), slice(idx[-1], idx[-1] + extent[1]))]
+        region = idx[:-2] + (slice(idx[-2], idx[-2] + extent[0]), slice(idx[-1], idx[-1] + extent[1]))
+        _log_tile(log, k, buffers[node.buffer], dims, region, False)
+        tile = array[region]
         tile = tile if node.layout == "row" else tile.T
         frag(mv, node.fragment, rows, cols)[:] = round_array(tile, buffers[node.fragment].dtype)
         return
@@ -183,4 +202,5 @@ def fragment_op(rt: Any, payload: tuple[Any, ...]) -> None:
     values = values if node.layout == "row" else values.T
     array = np.asarray(dst).reshape(dims)
     region = idx[:-2] + (slice(idx[-2], idx[-2] + extent[0]), slice(idx[-1], idx[-1] + extent[1]))
+    _log_tile(log, k, buffers[node.buffer], dims, region, True)
     array[region] = round_array(values, buffers[node.buffer].dtype)

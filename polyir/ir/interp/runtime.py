@@ -74,20 +74,21 @@ class CompiledModule:
         return written
 
 
-_CACHE: OrderedDict[tuple[int, bool], tuple[object, CompiledModule]] = OrderedDict()
+_CACHE: OrderedDict[tuple[int, bool, bool], tuple[object, CompiledModule]] = OrderedDict()
 _CACHE_SIZE = 256
 _counter = 0
 
 
-def compile_module(key_object: object, module: Module, check_bounds: bool) -> CompiledModule:
+def compile_module(key_object: object, module: Module, check_bounds: bool,
+                   detect_races: bool = False) -> CompiledModule:
     """The compiled form of ``module``, cached by the identity of ``key_object``."""
     global _counter
-    key = (id(key_object), check_bounds)
+    key = (id(key_object), check_bounds, detect_races)
     hit = _CACHE.get(key)
     if hit is not None and hit[0] is key_object:
         _CACHE.move_to_end(key)
         return hit[1]
-    compiler = ModuleCompiler(module, check_bounds)
+    compiler = ModuleCompiler(module, check_bounds, detect_races)
     source, line_nodes = compiler.compile()
     _counter += 1
     filename = f"<polyir-interpreter-{_counter}>"
@@ -108,10 +109,11 @@ def compile_module(key_object: object, module: Module, check_bounds: bool) -> Co
 class Runtime:
     """Per-call state: iteration order for parallel loops, allocation, launches."""
 
-    def __init__(self, compiled: CompiledModule, parallel_order: str, seed: int):
+    def __init__(self, compiled: CompiledModule, parallel_order: str, seed: int, detect_races: bool = False):
         if parallel_order not in PARALLEL_ORDERS:
             raise ValueError(f"parallel_order must be one of {PARALLEL_ORDERS}, not {parallel_order!r}")
         self.compiled = compiled
+        self.detect_races = detect_races
         self.order = parallel_order
         self.rng = random.Random(seed)
         self.par = {"forward": range, "reverse": self._reversed, "shuffle": self._shuffled}[parallel_order]

@@ -20,8 +20,6 @@ import math
 
 import numpy as np
 
-from polyir.ir.types import DType
-
 INF = math.inf
 NAN = math.nan
 
@@ -70,9 +68,6 @@ def round_tf32(x: float) -> float:
 
 
 # ------------------------------------------------------------------ integers
-_INT_BITS = {DType.I8: 8, DType.I32: 32, DType.I64: 64}
-
-
 def wrap_int(x: int, bits: int) -> int:
     """``x`` reduced modulo ``2**bits`` into the signed range."""
     half = 1 << (bits - 1)

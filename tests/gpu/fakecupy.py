@@ -1,0 +1,113 @@
+"""A stand-in for CuPy that runs kernels in the reference interpreter.
+
+It checks ``polyir.ptx.runtime`` without a GPU: argument binding, the order
+of kernel parameters, launch guards, host locals, bf16 device storage and
+copies back to numpy. "Device" arrays are numpy arrays of a subclass; a
+"launch" runs the kernel's IR with the grid and block it was given, taking
+arguments exactly as the PTX kernel would (bf16 as 16-bit patterns).
+"""
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import numpy as np
+
+from polyir.ir.interpreter import interpret
+from polyir.ir.nodes import Buffer, Function, Launch, Module, Symbol
+from polyir.ir.types import DType
+
+
+class ndarray(np.ndarray):  # noqa: N801 (mirrors cupy.ndarray)
+    """A "device" array."""
+
+
+def asarray(value: Any, dtype: Any = None) -> ndarray:
+    if isinstance(value, ndarray) and dtype is None:
+        return value
+    return np.array(value, dtype=dtype, copy=True).view(ndarray)
+
+
+def asnumpy(value: Any) -> np.ndarray:
+    return np.array(value, copy=True).view(np.ndarray)
+
+
+def zeros(shape: Any, dtype: Any = np.float32) -> ndarray:
+    return np.zeros(shape, dtype=dtype).view(ndarray)
+
+
+class _Function:
+    def __init__(self, module: Module, name: str, log: list[dict[str, Any]]):
+        self.kernel = module.function(name)
+        self.log = log
+        self.max_dynamic_shared_size_bytes = 0
+
+    def __call__(self, grid: tuple[int, ...], block: tuple[int, ...], args: tuple[Any, ...],
+                 shared_mem: int = 0) -> None:
+        kernel = self.kernel
+        from polyir.llvm.lower import signature
+        from polyir.ptx.nvptx import NvptxHooks
+        slots = signature(kernel, NvptxHooks())
+        assert len(slots) == len(args), (slots, args)
+        values: dict[str, Any] = {}
+        for slot, value in zip(slots, args):
+            values[slot.name] = value
+        call_args = []
+        widened: list[tuple[np.ndarray, np.ndarray]] = []
+        for param in kernel.params:
+            value = values[param.name]
+            if isinstance(param, Symbol):
+                assert isinstance(value, np.int64), f"symbol {param.name} passed as {type(value)}"
+                call_args.append(int(value))
+            elif param.dtype is DType.BF16:
+                assert value.dtype == np.uint16, f"bf16 buffer {param.name} must be 16-bit on the device"
+                as_float = (value.astype(np.uint32) << 16).view(np.float32)
+                widened.append((value, as_float))
+                call_args.append(as_float)
+            else:
+                assert value.dtype == param.dtype.numpy, (param, value.dtype)
+                call_args.append(value)
+        host = Function("fake_host", kernel.params,
+                        (Launch(kernel.name, tuple(_aff(g) for g in grid), tuple(block),  # type: ignore[arg-type]
+                                tuple(p.name for p in kernel.params), shared_mem),))
+        self.log.append({"kernel": kernel.name, "grid": tuple(grid), "block": tuple(block),
+                         "shared_mem": shared_mem})
+        interpret(Module((host, kernel)), *call_args, parallel_order="reverse")
+        for device, as_float in widened:
+            device[...] = (as_float.view(np.uint32) >> 16).astype(np.uint16)
+
+
+def _aff(value: int) -> Any:
+    from polyir.ir.affine import Aff
+    return Aff.const(int(value))
+
+
+class RawModule:
+    """Holds the module's IR (set by the test) instead of loading PTX."""
+
+    current_ir: Module | None = None
+    launches: list[dict[str, Any]] = []
+
+    def __init__(self, code: str):
+        assert code.lstrip().startswith("//") and ".entry" in code
+        assert RawModule.current_ir is not None
+        self.module = RawModule.current_ir
+
+    def get_function(self, name: str) -> _Function:
+        return _Function(self.module, name, RawModule.launches)
+
+
+class _Stream:
+    def synchronize(self) -> None:
+        pass
+
+
+cuda = types.SimpleNamespace(
+    runtime=types.SimpleNamespace(getDeviceCount=lambda: 1),
+    get_current_stream=lambda: _Stream(),
+)
+uint32 = np.uint32
+uint16 = np.uint16
+float32 = np.float32
+
+__all__ = ["ndarray", "asarray", "asnumpy", "zeros", "RawModule", "cuda", "Buffer"]

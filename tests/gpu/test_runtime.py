@@ -1,0 +1,105 @@
+"""``polyir.ptx.runtime`` without a GPU: with CuPy absent it raises DeviceError
+saying so; with a CuPy stand-in that runs kernels in the interpreter
+(tests/gpu/fakecupy.py) the runtime binds arguments, walks launches and
+copies results exactly as on a GPU."""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from polyir.errors import ArgumentError, DeviceError
+from polyir.ir.parser import parse
+from polyir.ir.types import round_to_bf16
+from polyir.ptx.build import build_cuda
+from polyir.target import cuda
+from tests.gpu import fakecupy
+from tests.gpu.kernels import ELEMENTWISE, SHARED_TILED_MATMUL, wmma_matmul_kernel
+
+
+@pytest.fixture
+def fake_cupy(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setitem(sys.modules, "cupy", fakecupy)
+    fakecupy.RawModule.launches = []
+
+    def build(text: str):
+        exe = build_cuda(parse(text), cuda(80))
+        fakecupy.RawModule.current_ir = exe.ir
+        return exe
+
+    return build
+
+
+def test_missing_cupy_is_a_device_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy -> ImportError
+    exe = build_cuda(parse(ELEMENTWISE), cuda(80))
+    x = np.ones((2, 3), np.float32)
+    with pytest.raises(DeviceError, match="needs CuPy"):
+        exe(x.copy(), x, np.ones(3, np.float32))
+
+
+def test_no_gpu_is_a_device_error(monkeypatch: pytest.MonkeyPatch, fake_cupy) -> None:
+    exe = fake_cupy(ELEMENTWISE)
+    monkeypatch.setattr(fakecupy.cuda.runtime, "getDeviceCount", lambda: 0)
+    x = np.ones((2, 3), np.float32)
+    with pytest.raises(DeviceError, match="no CUDA GPU"):
+        exe(x.copy(), x, np.ones(3, np.float32))
+
+
+def test_numpy_arguments_are_copied_back(fake_cupy) -> None:
+    exe = fake_cupy(ELEMENTWISE)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((9, 70)).astype(np.float32)
+    b = rng.standard_normal(70).astype(np.float32)
+    y = np.zeros_like(x)
+    exe(y, x, b)
+    expected = np.tanh(x * 2 + b) / (1 + np.exp(-x)) + np.exp(-x * x)
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-6)
+    (launch,) = fakecupy.RawModule.launches
+    assert launch["grid"] == (3, 2, 1) and launch["block"] == (32, 8, 1)
+
+
+def test_device_arrays_are_used_in_place_and_checked(fake_cupy) -> None:
+    exe = fake_cupy(SHARED_TILED_MATMUL)
+    rng = np.random.default_rng(1)
+    a = fakecupy.asarray(rng.standard_normal((20, 17)).astype(np.float32))
+    b = fakecupy.asarray(rng.standard_normal((17, 18)).astype(np.float32))
+    c = fakecupy.zeros((20, 18), np.float32)
+    exe(c, a, b)
+    np.testing.assert_allclose(np.asarray(c), np.asarray(a) @ np.asarray(b), rtol=1e-4, atol=1e-4)
+    with pytest.raises(ArgumentError, match="dtype float64"):
+        exe(c, a.astype(np.float64), b)
+    with pytest.raises(ArgumentError, match="dimension 0"):
+        exe(c, fakecupy.zeros((17, 17), np.float32), b)
+    with pytest.raises(ArgumentError, match="expected 3 arguments"):
+        exe(c, a)
+
+
+def test_bf16_buffers_are_16_bit_on_the_device(fake_cupy) -> None:
+    exe = fake_cupy(wmma_matmul_kernel("m16n16k16.bf16.f32"))
+    rng = np.random.default_rng(2)
+    a = round_to_bf16(rng.standard_normal((32, 48)).astype(np.float32))
+    b = round_to_bf16(rng.standard_normal((48, 16)).astype(np.float32))
+    c = np.zeros((32, 16), np.float32)
+    exe(c, a, b)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_empty_grids_do_not_launch(fake_cupy) -> None:
+    exe = fake_cupy("""
+func f(A: f32[N], n: index) {
+  for i = 5 to n parallel {
+    S0: A[i] = 2.0
+  }
+  for i = 0 to N parallel {
+    S1: A[i] = A[i] + 1.0
+  }
+}
+""")
+    a = np.zeros(8, np.float32)
+    exe(a, 3)
+    np.testing.assert_array_equal(a, np.ones(8))
+    assert [entry["kernel"] for entry in fakecupy.RawModule.launches] == ["f_k1"]
+    exe(a, 7)
+    np.testing.assert_array_equal(a, [2, 2, 2, 2, 2, 3, 3, 2])
