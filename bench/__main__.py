@@ -1,9 +1,12 @@
-"""``python -m bench [--quick] [--out DIR] [--sections kernels,models,compile,scaling]``.
+"""``python -m bench [--quick] [--out DIR] [--sections kernels,models,...]``.
 
 Runs polyir against numpy, torch eager and torch.compile (Inductor) in one
 process on this machine, prints a table of medians and ratios, and writes
 ``results.json``, ``scaling.png`` and ``ratios.png`` to ``--out``
 (default ``bench/results``). Ratios above 1 mean polyir is slower.
+Sections: kernels (corpus vs numpy), models (vs eager and Inductor), compile
+(cold/warm compile time vs Inductor), scaling (N stacked layers), native
+(bench/cpu_bench.py), gpu (target="cuda"; nothing without a GPU).
 """
 from __future__ import annotations
 
@@ -11,12 +14,48 @@ import argparse
 import json
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
 from bench.timing import machine_description
 
-SECTIONS = ("kernels", "models", "compile", "scaling", "gpu")
+SECTIONS = ("kernels", "models", "compile", "scaling", "native", "gpu")
+FORMAT = 1
+"""Version of the layout of results.json (bump when fields change meaning)."""
+
+
+def run_sections(sections: list[str], quick: bool) -> dict[str, Any]:
+    """The report: machine, mode, each section's rows, timings and notes."""
+    report: dict[str, Any] = {
+        "format": FORMAT,
+        "mode": "quick" if quick else "full",
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "command": " ".join(["python -m bench", *sys.argv[1:]]),
+        "machine": machine_description(),
+        "section_seconds": {},
+        "notes": {},
+        "failed_sections": [],
+    }
+    for section in sections:
+        print(f"== {section} ==", flush=True)
+        start = time.perf_counter()
+        try:
+            module = __import__(f"bench.{section}", fromlist=["run"])
+            report[section] = module.run(quick=quick)
+            note = getattr(module, "NOTE", None)
+            if note:
+                report["notes"][section] = note
+        except Exception as error:  # keep the other sections' figures
+            traceback.print_exc()
+            report[section] = []
+            report["notes"][section] = f"section failed: {type(error).__name__}: {error}"
+            report["failed_sections"].append(section)
+        report["section_seconds"][section] = round(time.perf_counter() - start, 2)
+    from bench.caches import WARMUP_SECONDS
+    report["warmup_seconds"] = {k: round(v, 2) for k, v in WARMUP_SECONDS.items()}
+    report["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    return report
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,15 +72,7 @@ def main(argv: list[str] | None = None) -> int:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    report: dict[str, Any] = {
-        "mode": "quick" if args.quick else "full",
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "machine": machine_description(),
-    }
-    for section in sections:
-        module = __import__(f"bench.{section}", fromlist=["run"])
-        print(f"== {section} ==", flush=True)
-        report[section] = module.run(quick=args.quick)
+    report = run_sections(sections, args.quick)
 
     from bench.report import print_tables, write_plots
     print_tables(report)
@@ -50,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nwrote {path}")
     for png in write_plots(report, out):
         print(f"wrote {png}")
-    return 0
+    return 1 if report["failed_sections"] else 0
 
 
 if __name__ == "__main__":

@@ -1,60 +1,104 @@
-"""Compile time of each model: polyir cold (empty cache), polyir warm, Inductor."""
+"""Compile time of each model, cold and warm: polyir against Inductor.
+
+cold: an empty disk cache and nothing in memory; warm: the disk cache that the
+cold compile filled, still nothing in memory (see ``bench.caches``). One-time
+process costs are paid before timing by ``warm_up_polyir``/``warm_up_inductor``.
+
+polyir's figure is ``polyir.compile(model, inputs)`` (capture, lowering,
+passes, LLVM, object code; it compiles for the example inputs before
+returning). Inductor's is its first call minus one eager call, since
+``torch.compile`` compiles lazily on the first call.
+"""
 from __future__ import annotations
 
-import os
+import statistics
 import tempfile
+import time
 from typing import Any
 
 import torch
 
-from bench.models import MODELS, make
-from bench.timing import time_once
+from bench.caches import (
+    drop_inductor_memory_caches,
+    drop_polyir_memory_caches,
+    inductor_cache,
+    polyir_cache,
+    warm_up_inductor,
+    warm_up_polyir,
+)
+from bench.models import MODELS, QUICK_INDUCTOR_MODEL, compile_polyir, make
+from bench.timing import median_seconds, ratio
 
 
-def polyir_compile_seconds(model: torch.nn.Module, inputs: tuple[Any, ...], cache_dir: str) -> float:
-    """Seconds to compile and run once with polyir, using ``cache_dir`` as the disk cache."""
-    import polyir
-    from polyir.cpu import cache
-
-    previous = os.environ.get("POLYIR_CACHE_DIR")
-    os.environ["POLYIR_CACHE_DIR"] = cache_dir
-    try:
-        cache.clear_memory_cache()
-        seconds, _ = time_once(lambda: polyir.compile(model, inputs, target="cpu")(*inputs))
-    finally:
-        if previous is None:
-            os.environ.pop("POLYIR_CACHE_DIR", None)
-        else:
-            os.environ["POLYIR_CACHE_DIR"] = previous
-    return seconds
+def polyir_compile_seconds(model: torch.nn.Module, inputs: tuple[Any, ...],
+                           cache_dir: str) -> tuple[float, Any]:
+    """Seconds for ``polyir.compile`` with ``cache_dir`` as the disk cache and nothing in
+    memory, and the compiled model."""
+    with polyir_cache(cache_dir), torch.no_grad():
+        drop_polyir_memory_caches()
+        start = time.perf_counter()
+        compiled = compile_polyir(model, inputs)
+        return time.perf_counter() - start, compiled
 
 
-def inductor_compile_seconds(model: torch.nn.Module, inputs: tuple[Any, ...]) -> float:
-    """Seconds for torch.compile (Inductor) to compile and run once, minus one eager run."""
-    import torch._dynamo
-
-    torch._dynamo.reset()
-    compiled = torch.compile(model)
-    seconds, _ = time_once(lambda: compiled(*inputs))
-    eager, _ = time_once(lambda: model(*inputs))
+def inductor_compile_seconds(model: torch.nn.Module, inputs: tuple[Any, ...], cache_dir: str) -> float:
+    """Seconds for Inductor's first call, less one eager call, with ``cache_dir`` as its disk
+    cache and nothing in memory."""
+    with inductor_cache(cache_dir), torch.no_grad():
+        eager = median_seconds(lambda: model(*inputs), repeats=3)
+        drop_inductor_memory_caches()
+        compiled = torch.compile(model, backend="inductor")
+        start = time.perf_counter()
+        compiled(*inputs)
+        seconds = time.perf_counter() - start
+        drop_inductor_memory_caches()
     return max(seconds - eager, 0.0)
 
 
+def cold_and_warm(model: torch.nn.Module, inputs: tuple[Any, ...], *, polyir_repeats: int,
+                  inductor: bool) -> dict[str, Any]:
+    """``polyir_cold_s``, ``polyir_warm_s`` (medians of ``polyir_repeats`` fresh caches),
+    ``loop_nests`` (what polyir compiled) and, with ``inductor``, ``inductor_cold_s`` and
+    ``inductor_warm_s``; failures as ``note``."""
+    row: dict[str, Any] = {}
+    notes = []
+    try:
+        cold, warm = [], []
+        for _ in range(polyir_repeats):
+            with tempfile.TemporaryDirectory() as cache_dir:
+                seconds, compiled = polyir_compile_seconds(model, inputs, cache_dir)
+                cold.append(seconds)
+                warm.append(polyir_compile_seconds(model, inputs, cache_dir)[0])
+        row["loop_nests"] = compiled.summary().get("loop_nests")
+        row["polyir_cold_s"], row["polyir_warm_s"] = statistics.median(cold), statistics.median(warm)
+    except Exception as error:  # report it and keep measuring Inductor
+        notes.append(f"polyir failed: {type(error).__name__}: {str(error)[:160]}")
+    if inductor:
+        try:
+            with tempfile.TemporaryDirectory() as cache_dir:
+                row["inductor_cold_s"] = inductor_compile_seconds(model, inputs, cache_dir)
+                row["inductor_warm_s"] = inductor_compile_seconds(model, inputs, cache_dir)
+        except Exception as error:
+            notes.append(f"Inductor failed: {type(error).__name__}: {str(error)[:160]}")
+    else:
+        notes.append("Inductor skipped (--quick)")
+    row["ratio_cold_vs_inductor"] = ratio(row.get("polyir_cold_s"), row.get("inductor_cold_s"))
+    row["ratio_warm_vs_inductor"] = ratio(row.get("polyir_warm_s"), row.get("inductor_warm_s"))
+    if notes:
+        row["note"] = "; ".join(notes)
+    return row
+
+
 def run(quick: bool) -> list[dict[str, Any]]:
-    names = ["mlp_layernorm"] if quick else list(MODELS)
+    """Every model at batch size 1 (``--quick``: the one model Inductor compiles)."""
+    names = [QUICK_INDUCTOR_MODEL] if quick else list(MODELS)
+    warm_up_polyir()
+    warm_up_inductor()
     rows = []
     for name in names:
         model, inputs = make(name, 1)
-        row: dict[str, Any] = {"model": name}
-        with torch.no_grad(), tempfile.TemporaryDirectory() as cache_dir:
-            try:
-                row["polyir_cold_s"] = polyir_compile_seconds(model, inputs, cache_dir)
-                row["polyir_warm_s"] = polyir_compile_seconds(model, inputs, cache_dir)
-            except Exception as error:
-                row["note"] = f"polyir failed: {type(error).__name__}: {str(error)[:120]}"
-            row["inductor_s"] = inductor_compile_seconds(model, inputs)
-        if row.get("polyir_cold_s"):
-            row["ratio_cold_vs_inductor"] = row["polyir_cold_s"] / row["inductor_s"]
+        row: dict[str, Any] = {"model": name, "batch": 1}
+        row.update(cold_and_warm(model, inputs, polyir_repeats=1 if quick else 3, inductor=True))
         print(f"  {name}: {row}", flush=True)
         rows.append(row)
     return rows

@@ -83,6 +83,24 @@ def paired_medians(first: Callable[[], Any], second: Callable[[], Any],
     return statistics.median(times[0]), statistics.median(times[1])
 
 
+def concurrency_check(work: Callable[[], Any], repeats: int) -> tuple[float, float]:
+    """Median seconds of ``work()`` on one thread and of ``work()`` on each of two
+    threads at once. Their ratio is about 1 when two cores are free for this
+    process and about 2 when other load leaves it one: read the parallel rows
+    in that light."""
+    import threading
+
+    def both() -> None:
+        threads = [threading.Thread(target=work) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    two, one = paired_medians(both, work, repeats)
+    return two, one
+
+
 def _row(name: str, shape: str, polyir_s: float, peer: str, peer_s: float, note: str) -> dict:
     return {"name": name, "shape": shape, "dtype": "f32", "polyir_s": polyir_s, "peer": peer,
             "peer_s": peer_s, "ratio": polyir_s / peer_s, "note": note}
@@ -115,6 +133,12 @@ def run(quick: bool) -> list[dict]:
                                             lambda C=C, A=A, B=B: matmul_serial(C, A, B), repeats)
         rows.append(_row(f"matmul parallel ({cores} cores)", shape, polyir_s, "polyir serial",
                          serial_s, "same IR, cores=1"))
+
+    C = np.empty((256, 256), np.float32)
+    A = rng.standard_normal((256, 256), dtype=np.float32)
+    two, one = concurrency_check(lambda: matmul_serial(C, A, A), repeats)
+    rows.append(_row("machine check: 2 threads at once", "256x256x256", two, "1 thread", one,
+                     "serial matmul per thread; ratio ~1: 2 free cores, ~2: one"))
 
     size = 1 << 22
     x = rng.standard_normal(size, dtype=np.float32)

@@ -1,10 +1,27 @@
-"""torch.nn models benchmarked: polyir vs torch eager vs torch.compile (Inductor), CPU."""
+"""torch.nn models on CPU: polyir against torch eager and torch.compile (Inductor).
+
+The models are those of the frontend tests (tests/frontends/test_fx_modules.py)
+at benchmark sizes, and the two demo models (polyir/frontends/demo_models.py).
+Each runs at batch sizes 1 and 8; the three contenders are timed interleaved,
+after checking polyir's and Inductor's outputs against eager.
+"""
 from __future__ import annotations
 
 from typing import Any, Callable
 
 import torch
 from torch import nn
+
+from bench.caches import (
+    drop_inductor_memory_caches,
+    inductor_cache,
+    polyir_cache,
+    session_dir,
+    warm_up_inductor,
+    warm_up_polyir,
+)
+from bench.timing import interleaved_medians, ratio
+from polyir.frontends.demo_models import SmallCNN, TransformerBlock
 
 
 class MLPNorm(nn.Module):
@@ -18,28 +35,14 @@ class MLPNorm(nn.Module):
         return self.fc2(nn.functional.gelu(self.norm(self.fc1(x))))
 
 
-class SmallCNN(nn.Module):
-    """Conv -> BatchNorm -> ReLU -> MaxPool -> Conv -> ReLU -> AdaptiveAvgPool -> Linear."""
-
-    def __init__(self, channels: int = 16, classes: int = 10):
-        super().__init__()
-        self.conv1 = nn.Conv2d(3, channels, 3, padding=1)
-        self.bn = nn.BatchNorm2d(channels)
-        self.conv2 = nn.Conv2d(channels, 2 * channels, 3, padding=1)
-        self.head = nn.Linear(2 * channels, classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = nn.functional.max_pool2d(torch.relu(self.bn(self.conv1(x))), 2)
-        x = nn.functional.adaptive_avg_pool2d(torch.relu(self.conv2(x)), 1)
-        return self.head(torch.flatten(x, 1))
-
-
 class ResidualBlock(nn.Module):
+    """conv-bn-relu-conv-bn, plus the input, relu."""
+
     def __init__(self, channels: int = 16):
         super().__init__()
-        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1)
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
         self.bn1 = nn.BatchNorm2d(channels)
-        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1)
+        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
         self.bn2 = nn.BatchNorm2d(channels)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -48,6 +51,8 @@ class ResidualBlock(nn.Module):
 
 
 class CausalSelfAttention(nn.Module):
+    """qkv projection, causal scaled-dot-product attention, output projection."""
+
     def __init__(self, d: int = 64, heads: int = 4):
         super().__init__()
         self.heads = heads
@@ -62,6 +67,7 @@ class CausalSelfAttention(nn.Module):
 
 
 def encoder_layer(d: int = 64, heads: int = 4) -> nn.Module:
+    """torch's own post-norm TransformerEncoderLayer."""
     return nn.TransformerEncoderLayer(d, heads, dim_feedforward=2 * d, dropout=0.0, batch_first=True)
 
 
@@ -86,57 +92,102 @@ MODELS: dict[str, tuple[Callable[[], nn.Module], Callable[[int], tuple[torch.Ten
     "residual_block": (ResidualBlock, lambda b: (torch.randn(b, 16, 16, 16),)),
     "causal_attention": (CausalSelfAttention, lambda b: (torch.randn(b, 32, 64),)),
     "transformer_encoder": (encoder_layer, lambda b: (torch.randn(b, 32, 64),)),
+    "transformer_block": (TransformerBlock, lambda b: (torch.randn(b, 32, 64),)),
 }
+"""``small_cnn`` and ``transformer_block`` are the demo's models, at their default sizes."""
+
+QUICK_MODELS = ["mlp_layernorm", "small_cnn"]
+QUICK_INDUCTOR_MODEL = "mlp_layernorm"
+"""``--quick`` compiles only this model with Inductor (Inductor compiles take seconds)."""
+
+
+def _randomise_batch_norm(model: nn.Module) -> None:
+    """Non-trivial running statistics (fresh ones make batch norm nearly the identity)."""
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, nn.modules.batchnorm._BatchNorm):
+                module.running_mean.copy_(torch.randn_like(module.running_mean) * 0.1)
+                module.running_var.copy_(torch.rand_like(module.running_var) + 0.5)
 
 
 def make(name: str, batch: int, seed: int = 0) -> tuple[nn.Module, tuple[Any, ...]]:
     """The model ``name`` in eval mode with example inputs of batch size ``batch``."""
     torch.manual_seed(seed)
     factory, inputs = MODELS[name]
-    return factory().eval(), inputs(batch)
+    model = factory().eval()
+    _randomise_batch_norm(model)
+    return model, inputs(batch)
 
 
-def _compile_polyir(model: nn.Module, inputs: tuple[Any, ...]) -> Callable[..., Any]:
+def compile_polyir(model: nn.Module, inputs: tuple[Any, ...], target: str = "cpu") -> Any:
+    """``polyir.compile`` (it compiles for ``inputs`` before returning)."""
     import polyir
-    return polyir.compile(model, inputs, target="cpu")
+    return polyir.compile(model, inputs, target=target)
 
 
-def _compile_inductor(model: nn.Module) -> Callable[..., Any]:
-    import torch._dynamo
-    torch._dynamo.reset()
-    return torch.compile(model)
+def compile_inductor(model: nn.Module, inputs: tuple[Any, ...]) -> Callable[..., Any]:
+    """``torch.compile`` with Inductor, compiled by one call on ``inputs``."""
+    drop_inductor_memory_caches()
+    compiled = torch.compile(model, backend="inductor")
+    compiled(*inputs)
+    return compiled
+
+
+def bench_model(name: str, batch: int, repeats: int, with_inductor: bool) -> dict[str, Any]:
+    """One row: medians of polyir, eager and (optionally) Inductor, and their ratios."""
+    model, inputs = make(name, batch)
+    row: dict[str, Any] = {"model": name, "batch": batch,
+                           "shape": "x".join(map(str, inputs[0].shape)), "dtype": "f32"}
+    notes: list[str] = []
+    contenders: dict[str, Callable[[], Any]] = {"eager": lambda: model(*inputs)}
+    with torch.no_grad():
+        expected = model(*inputs)
+        try:
+            with polyir_cache(session_dir("polyir")):
+                compiled = compile_polyir(model, inputs)
+            torch.testing.assert_close(compiled(*inputs), expected, rtol=1e-3, atol=1e-3)
+            summary = compiled.summary()
+            row["loop_nests"] = summary.get("loop_nests")
+            if summary.get("fallbacks"):
+                notes.append(f"eager fallback for {', '.join(summary['fallbacks'])}")
+            contenders["polyir"] = lambda: compiled(*inputs)
+        except Exception as error:  # report it and keep measuring the others
+            notes.append(f"polyir failed: {type(error).__name__}: {str(error)[:160]}")
+        if with_inductor:
+            try:
+                with inductor_cache(session_dir("inductor")):
+                    inductor = compile_inductor(model, inputs)
+                torch.testing.assert_close(inductor(*inputs), expected, rtol=1e-3, atol=1e-3)
+                contenders["inductor"] = lambda: inductor(*inputs)
+            except Exception as error:
+                notes.append(f"Inductor failed: {type(error).__name__}: {str(error)[:160]}")
+        else:
+            notes.append("Inductor skipped (--quick)")
+        samples = interleaved_medians(contenders, repeats, warmup=2, min_seconds=0.01)
+    for who, sample in samples.items():
+        row[f"{who}_s"] = sample.median
+        row[f"{who}_spread"] = round(sample.spread, 3)
+    row["ratio_vs_eager"] = ratio(row.get("polyir_s"), row.get("eager_s"))
+    row["ratio_vs_inductor"] = ratio(row.get("polyir_s"), row.get("inductor_s"))
+    if notes:
+        row["note"] = "; ".join(notes)
+    return row
 
 
 def run(quick: bool) -> list[dict[str, Any]]:
-    """Every model at batch sizes 1 and 8: medians of polyir, eager and Inductor."""
-    from bench.timing import median_seconds
-
-    names = ["mlp_layernorm", "small_cnn"] if quick else list(MODELS)
+    """Every model at batch sizes 1 and 8 (``--quick``: two models, batch 1)."""
+    names = QUICK_MODELS if quick else list(MODELS)
     batches = [1] if quick else [1, 8]
-    repeats = 3 if quick else 10
+    repeats = 5 if quick else 15
+    warm_up_polyir()
+    warm_up_inductor()
     rows = []
     for name in names:
         for batch in batches:
-            model, inputs = make(name, batch)
-            row: dict[str, Any] = {"model": name, "batch": batch,
-                                   "shape": "x".join(map(str, inputs[0].shape)), "dtype": "f32"}
-            with torch.no_grad():
-                expected = model(*inputs)
-                row["eager_s"] = median_seconds(lambda: model(*inputs), repeats, min_seconds=0.01)
-                try:
-                    compiled = _compile_polyir(model, inputs)
-                    got = compiled(*inputs)
-                    torch.testing.assert_close(got, expected, rtol=1e-3, atol=1e-3)
-                    row["polyir_s"] = median_seconds(lambda: compiled(*inputs), repeats, min_seconds=0.01)
-                except Exception as error:  # report, keep measuring the others
-                    row["note"] = f"polyir failed: {type(error).__name__}: {str(error)[:120]}"
-                if not quick or name == names[0]:
-                    inductor = _compile_inductor(model)
-                    inductor(*inputs)
-                    row["inductor_s"] = median_seconds(lambda: inductor(*inputs), repeats, min_seconds=0.01)
-            for peer in ("eager", "inductor"):
-                if row.get("polyir_s") and row.get(f"{peer}_s"):
-                    row[f"ratio_vs_{peer}"] = row["polyir_s"] / row[f"{peer}_s"]
-            print(f"  {name} b{batch}: {row}", flush=True)
+            with_inductor = not quick or name == QUICK_INDUCTOR_MODEL
+            row = bench_model(name, batch, repeats, with_inductor)
+            print(f"  {name} b{batch}: polyir {row.get('polyir_s')}, eager {row.get('eager_s')}, "
+                  f"inductor {row.get('inductor_s')}"
+                  f"{', ' + row['note'] if row.get('note') else ''}", flush=True)
             rows.append(row)
     return rows

@@ -1,29 +1,35 @@
-"""Compile-time scaling on a stack of N identical layers, N = 1, 2, 4, ..., 32."""
+"""Compile-time scaling on a stack of N identical layers, N = 1, 2, 4, ..., 32.
+
+Each N is compiled cold and warm (see ``bench.compile``) by polyir and, in the
+full run, by Inductor. ``loop_nests`` is the number of loop nests polyir
+lowered, a measure of the code it compiles.
+"""
 from __future__ import annotations
 
-import tempfile
 from typing import Any
 
 import torch
 
-from bench.compile import inductor_compile_seconds, polyir_compile_seconds
+from bench.caches import warm_up_inductor, warm_up_polyir
+from bench.compile import cold_and_warm
 from bench.models import LayerStack
+
+FULL_COUNTS = [1, 2, 4, 8, 16, 32]
+QUICK_COUNTS = [1, 2, 4]
 
 
 def run(quick: bool) -> list[dict[str, Any]]:
-    counts = [1, 2, 4] if quick else [1, 2, 4, 8, 16, 32]
+    """One row per N: polyir (and Inductor) compile seconds, cold and warm."""
+    counts = QUICK_COUNTS if quick else FULL_COUNTS
+    warm_up_polyir()
+    if not quick:
+        warm_up_inductor()
     rows = []
     for n in counts:
         torch.manual_seed(0)
-        model, inputs = LayerStack(n).eval(), (torch.randn(1, 64),)
+        model, inputs = LayerStack(n).eval(), (torch.randn(8, 64),)
         row: dict[str, Any] = {"layers": n}
-        with torch.no_grad(), tempfile.TemporaryDirectory() as cache_dir:
-            try:
-                row["polyir_s"] = polyir_compile_seconds(model, inputs, cache_dir)
-            except Exception as error:
-                row["note"] = f"polyir failed: {type(error).__name__}: {str(error)[:120]}"
-            if not quick or n == 1:
-                row["inductor_s"] = inductor_compile_seconds(model, inputs)
+        row.update(cold_and_warm(model, inputs, polyir_repeats=1, inductor=not quick))
         print(f"  N={n}: {row}", flush=True)
         rows.append(row)
     return rows

@@ -50,11 +50,11 @@ def verify(module: Any) -> None:
 
 
 def interpret(ir: Any, *args: Any, parallel_order: str = "forward", seed: int = 0,
-              function: str | None = None, check_bounds: bool = True) -> Any:
+              function: str | None = None, check_bounds: bool = True, detect_races: bool = False) -> Any:
     """Run IR on numpy arrays, in place; see ``polyir.ir.interpreter.interpret``."""
     from polyir.ir.interpreter import interpret as _interpret
     return _interpret(ir, *args, parallel_order=parallel_order, seed=seed, function=function,
-                      check_bounds=check_bounds)
+                      check_bounds=check_bounds, detect_races=detect_races)
 
 
 def transform(ir: Any, pipeline: str, **options: Any) -> Any:

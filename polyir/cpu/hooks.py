@@ -9,7 +9,8 @@ An outermost ``parallel`` loop becomes
 * at the loop's place in the caller: the context struct on the stack and a
   call ``parallel_for(@F.parN, ctx, trip_count)`` through the function's last
   parameter, a pointer to the runtime's dispatcher (``polyir.cpu.parallel``),
-  which runs chunks of ``[0, trip_count)`` on a thread pool.
+  which runs chunks of ``[0, trip_count)`` on a thread pool through the
+  module's ``polyir.drain`` (emitted with the first parallel loop).
 
 Local buffers used only inside the loop are private to each chunk (allocated
 in ``@F.parN.body``); locals used elsewhere too are shared.
@@ -20,6 +21,7 @@ from collections.abc import Iterable, Sequence
 
 from llvmlite import ir
 
+from polyir.cpu.parallel import emit_drain
 from polyir.ir.nodes import Buffer, For, Function, If, Node
 from polyir.ir.types import DType
 from polyir.llvm.hooks import I32, I64, LoweringHooks
@@ -108,6 +110,7 @@ class CpuHooks(LoweringHooks):
         private = [buf for buf in lowerer.function.locals if buf.name in private_names]
 
         chunk = self._outline(lowerer, loop, shared, values, private)
+        emit_drain(lowerer.llvm_module)
         ctx_type = ir.LiteralStructType([PTR] * len(shared) + [I64] * (len(values) + 1))
         ctx = lowerer.entry_alloca(ctx_type, name=f"{chunk.name}.ctx")
         fields = [lowerer.buffers[n].pointer for n in shared] + [lowerer.vars[v] for v in values]

@@ -21,7 +21,7 @@ import llvmlite.binding as llvm
 from polyir.cpu.args import ArgumentBinder
 from polyir.cpu.cache import CompileCache, cache_key, compiler_fingerprint, default_cache_dir
 from polyir.cpu.hooks import CpuHooks
-from polyir.cpu.parallel import ParallelRuntime
+from polyir.cpu.parallel import DRAIN_NAME, ParallelRuntime
 from polyir.errors import CompileError
 from polyir.ir.nodes import Assign, For, FragmentStore, If, Module, Node
 from polyir.ir.printer import print_module
@@ -130,13 +130,14 @@ class CpuExecutable:
             engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
             engine.finalize_object()
             address = engine.get_function_address(llvm_name(module))
+            drain_address = engine.get_function_address(DRAIN_NAME)
         if not address:
             raise CompileError(f"function '{self.function.name}': no symbol in object code")
         self._engine = engine
         arg_types = [ctypes.c_void_p if s.kind in ("buffer", "extra") else ctypes.c_int64
                      for s in self.slots]
         self._cfunc = ctypes.CFUNCTYPE(ctypes.c_int32, *arg_types)(address)
-        self._runtime = ParallelRuntime(target.cores)
+        self._runtime = ParallelRuntime(target.cores, drain_address)
 
     @property
     def asm(self) -> str:

@@ -11,7 +11,8 @@ environment where polyir is imported without being installed.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -25,11 +26,26 @@ def polyir_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
     under torch.compile: unsupported operators run in eager). ``mode`` is
     ignored.
     """
-    from polyir.frontends.fx import compile_model
+    from polyir.frontends.fx import CompiledModel, compile_model
 
     settings = dict(options or {})
     settings.pop("fallback", None)
+    if any(_is_symbolic(value) for value in example_inputs):
+        # Dynamic shapes: compile at the first call, for its concrete shapes
+        # (and again for every new combination of shapes).
+        return CompiledModel(gm, fallback=True, **settings)
     return compile_model(gm, list(example_inputs), fallback=True, **settings)
+
+
+def _is_symbolic(value: Any) -> bool:
+    """A SymInt/SymFloat, or a tensor with a symbolic size or a fake one."""
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return True
+    if isinstance(value, torch.Tensor):
+        from torch._subclasses.fake_tensor import FakeTensor
+        return isinstance(value, FakeTensor) or any(
+            not isinstance(size, int) for size in value.shape)
+    return False
 
 
 def register() -> None:

@@ -22,8 +22,9 @@ from __future__ import annotations
 import functools
 import operator
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
@@ -97,10 +98,10 @@ def capture(model: torch.nn.Module, args: Sequence[Any]) -> Captured:
 
     def traced(*tensors: torch.Tensor) -> list[torch.Tensor]:
         leaves = list(flat)
-        for position, tensor in zip(tensor_positions, tensors[:len(tensor_positions)]):
+        for position, tensor in zip(tensor_positions, tensors[:len(tensor_positions)], strict=True):
             leaves[position] = tensor
         call_args = pytree.tree_unflatten(leaves, in_spec)
-        bound = dict(zip(names, tensors[len(tensor_positions):]))
+        bound = dict(zip(names, tensors[len(tensor_positions):], strict=True))
         with _AttentionAsOneOp():
             result = torch.func.functional_call(model, bound, tuple(call_args))
         out_leaves, captured.out_spec = pytree.tree_flatten(result)
@@ -206,11 +207,17 @@ def _is_tensor(node: torch.fx.Node) -> bool:
 
 
 # ------------------------------------------------------------------- compile
+DEFAULT_PIPELINE: str | None = None
+"""The passes run on every lowered module when ``pipeline`` is not given.
+
+Meant to become ``"mark-parallel"``; it stays empty while that pass marks
+reduction loops parallel (``for r ... parallel { s[] = s[] + x[r] }``), which
+the CPU backend then runs on several threads with a race."""
+
+
 def default_pipeline() -> str | None:
-    """The passes run on every lowered module when ``pipeline`` is not given:
-    ``mark-parallel`` once that pass is registered, else none."""
-    from polyir.passes import available_passes
-    return "mark-parallel" if "mark-parallel" in available_passes() else None
+    """The default pass pipeline (see ``DEFAULT_PIPELINE``)."""
+    return DEFAULT_PIPELINE
 
 
 def _verify(module: Any) -> None:
@@ -241,7 +248,7 @@ class Plan:
         gm = self.captured.gm
         env: dict[torch.fx.Node, Any] = {}
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-        for node, value in zip(placeholders, list(tensors) + list(state)):
+        for node, value in zip(placeholders, list(tensors) + list(state), strict=True):
             env[node] = value
         for node in gm.graph.nodes:
             if node.op == "get_attr":
@@ -250,8 +257,9 @@ class Plan:
             if isinstance(step, Eager):
                 args = torch.fx.node.map_arg(step.node.args, env.__getitem__)
                 kwargs = torch.fx.node.map_arg(step.node.kwargs, env.__getitem__)
+                target: Any = step.node.target
                 with torch.no_grad():
-                    env[step.node] = step.node.target(*args, **kwargs)
+                    env[step.node] = target(*args, **kwargs)
             else:
                 _run_segment(step, env)
         output = next(n for n in gm.graph.nodes if n.op == "output")
@@ -290,7 +298,7 @@ def _run_segment(segment: Segment, env: dict[torch.fx.Node, Any]) -> None:
         held = torch.float32 if meta.dtype == torch.bfloat16 else meta.dtype
         results.append(torch.empty(tuple(int(s) for s in meta.shape), dtype=held))
     segment.executable(*arrays, *[r.numpy() for r in results])
-    for node, result in zip(segment.outputs, results):
+    for node, result in zip(segment.outputs, results, strict=True):
         env[node] = result.to(torch.bfloat16) if node_meta(node).dtype == torch.bfloat16 else result
 
 

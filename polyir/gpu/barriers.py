@@ -29,9 +29,9 @@ Per-thread (``@local``) and fragment buffers never need barriers.
 """
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, replace
 from math import prod
-from typing import Hashable
 
 from polyir.gpu.rewrite import FRAGMENT_NODES, contains, contains_parallel_loop, walk_expr, walk_nodes
 from polyir.ir.affine import Aff, Constraint

@@ -5,8 +5,8 @@ Everything here is a pure function of frozen IR nodes.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
-from typing import Iterable, Iterator
 
 from polyir.ir.affine import Aff, Constraint, FloorDiv, Mod
 from polyir.ir.nodes import (

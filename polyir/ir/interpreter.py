@@ -16,6 +16,10 @@ and run with the semantics of ``docs/ir.md``:
 * Kernels run through ``launch``; GPU-mapped loop nests directly in a host
   function run as an implicit launch. Threads of a block run phase by phase
   between barriers; fragment operations run once per warp (see ``interp/gpu.py``).
+* ``detect_races=True`` (off by default) also reports data races in GPU
+  code: conflicting accesses of two threads between barriers, or of two
+  blocks, including read-modify-write races that no iteration order reveals
+  (see ``interp/races.py``). It makes GPU code 3-8x slower.
 * Every access is bounds-checked (``check_bounds=True``); checks of accesses
   affine in the innermost loop variable are hoisted in front of that loop.
 

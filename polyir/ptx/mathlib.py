@@ -27,9 +27,10 @@ shared lowering's LLVM intrinsics, which NVPTX selects.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from decimal import Decimal
 from fractions import Fraction
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from llvmlite import ir
 

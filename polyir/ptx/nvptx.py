@@ -21,14 +21,24 @@ Host functions are not lowered for NVPTX: the runtime walks their launches.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import llvmlite.binding as llvm
 from llvmlite import ir
 
 from polyir.errors import CompileError
-from polyir.ir.nodes import Barrier, Buffer, For, FragmentFill, FragmentLoad, FragmentMMA, \
-    FragmentStore, Function, Launch
+from polyir.ir.nodes import (
+    Barrier,
+    Buffer,
+    For,
+    FragmentFill,
+    FragmentLoad,
+    FragmentMMA,
+    FragmentStore,
+    Function,
+    Launch,
+)
 from polyir.ir.types import DType, MemorySpace
 from polyir.llvm.hooks import F32, I8, I16, I32, I64, LoweringHooks, where
 from polyir.ptx import mathlib, wmma

@@ -19,13 +19,14 @@ saying which; importing this module never needs either.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from polyir.errors import ArgumentError, DeviceError
-from polyir.ir.nodes import Buffer, Function, Launch, Module, Symbol
+from polyir.ir.nodes import Buffer, Launch, Module, Symbol
 from polyir.ir.types import DType, round_to_bf16
 from polyir.llvm.lower import LoweredFunction
 
@@ -122,7 +123,7 @@ class CudaProgram:
             return
         kernel = self.module.function(launch.kernel)
         lowered = self.kernels[launch.kernel]
-        by_param = dict(zip((p.name for p in kernel.params), launch.args))
+        by_param = dict(zip((p.name for p in kernel.params), launch.args, strict=False))
         env: dict[str, int] = {}
         for param in kernel.params:
             if isinstance(param, Symbol):
@@ -130,7 +131,7 @@ class CudaProgram:
         for param in kernel.params:  # symbols that only appear in kernel parameter shapes
             if isinstance(param, Buffer):
                 array = buffers[by_param[param.name]].device
-                for dim, size in zip(param.shape, array.shape):
+                for dim, size in zip(param.shape, array.shape, strict=False):
                     if len(dim.terms) == 1 and dim.terms[0][1] == 1 and dim.constant == 0 \
                             and isinstance(dim.terms[0][0], str):
                         env.setdefault(dim.terms[0][0], int(size))
@@ -157,7 +158,7 @@ class CudaProgram:
                                 f"({', '.join(p.name for p in entry.params)}), got {len(args)}")
         buffers: dict[str, _Argument] = {}
         symbols: dict[str, int] = {}
-        for position, (param, value) in enumerate(zip(entry.params, args)):
+        for position, (param, value) in enumerate(zip(entry.params, args, strict=False)):
             if isinstance(param, Symbol):
                 if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
                     raise ArgumentError(f"{entry.name}: argument {position} ('{param.name}') must "
@@ -171,7 +172,7 @@ class CudaProgram:
                 if len(shape) != param.rank:
                     raise ArgumentError(f"{entry.name}: '{param.name}' has rank {len(shape)}, "
                                         f"expected {param.rank}")
-                for dim, size in zip(param.shape, shape):
+                for dim, size in zip(param.shape, shape, strict=False):
                     if dim.is_constant:
                         continue
                     names = dim.variables()
@@ -181,7 +182,7 @@ class CudaProgram:
         for param in entry.params:
             if isinstance(param, Buffer):
                 shape = buffers[param.name].device.shape
-                for k, (dim, size) in enumerate(zip(param.shape, shape)):
+                for k, (dim, size) in enumerate(zip(param.shape, shape, strict=False)):
                     try:
                         expected = dim.evaluate(symbols)
                     except KeyError as missing:

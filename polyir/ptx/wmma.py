@@ -220,7 +220,7 @@ def _loaded_layout(lowerer: FunctionLowerer, node: object, fragment: str) -> str
 
 
 def _shape(lowerer: FunctionLowerer, node: object) -> MMAShape:
-    key = getattr(node, "shape")
+    key = node.shape
     if key not in MMA_SHAPES:
         raise CompileError(f"{where(lowerer.function, node)}: unknown MMA shape '{key}'; "
                            f"expected one of {sorted(MMA_SHAPES)}")

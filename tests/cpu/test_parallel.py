@@ -66,45 +66,73 @@ def test_parallel_equals_serial(native, name, shape):
 
 
 def test_parallel_loop_runs_on_several_threads(native, monkeypatch):
-    """The iteration space is split into chunks, each run exactly once, by the
-    calling thread and the pool's helper threads."""
+    """Each dispatch drains the chunks from the calling thread and the pool's
+    helper threads."""
     import threading
 
     import polyir.cpu.parallel as runtime
     ex = native(PROGRAMS["outer"], cores=3)
-    seen: list[tuple[str, int, int]] = []
-    original = runtime.ParallelRuntime._chunk_function
+    calls: list[tuple[str, int, int]] = []
+    original = runtime.ParallelRuntime.drain
 
-    def spy(self, address):
-        function = original(self, address)
+    def spy(self, chunk_address, ctx, counter, parts, trip):
+        calls.append((threading.current_thread().name, parts, trip))
+        return original(self, chunk_address, ctx, counter, parts, trip)
 
-        def run(ctx, lo, hi):
-            seen.append((threading.current_thread().name, lo, hi))
-            return function(ctx, lo, hi)
-        return run
-
-    monkeypatch.setattr(runtime.ParallelRuntime, "_chunk_function", spy)
+    monkeypatch.setattr(runtime.ParallelRuntime, "drain", spy)
     A = np.ones((10, 100_000), np.float32)
     helpers_ran = False
     for _ in range(20):  # helpers may be slow to be scheduled on a loaded machine
-        seen.clear()
+        calls.clear()
         C = np.zeros((10, 100_000), np.float32)
         ex(C, A, 2.0)
         np.testing.assert_array_equal(C, np.broadcast_to(2.0 + np.arange(10)[:, None], C.shape))
-        assert sorted((lo, hi) for _, lo, hi in seen) == chunks(10, 3 * runtime.CHUNKS_PER_WORKER)
-        assert all(name == "MainThread" or name.startswith("polyir-cpu") for name, _, _ in seen)
-        helpers_ran = any(name != "MainThread" for name, _, _ in seen)
+        assert {(parts, trip) for _, parts, trip in calls} == {(10, 10)}
+        names = [name for name, _, _ in calls]
+        assert names.count("MainThread") == 1 and len(names) <= 3
+        helpers_ran = any(name.startswith("polyir-cpu") for name in names)
         if helpers_ran:
             break
     assert helpers_ran
 
 
-@pytest.mark.parametrize("trip, workers", [(0, 4), (1, 4), (10, 3), (7, 7), (100, 2)])
-def test_chunks_cover_the_range(trip, workers):
-    ranges = chunks(trip, workers)
+def test_native_drain_runs_every_chunk_once():
+    """``polyir.drain`` hands out exactly the ranges of ``chunks``."""
+    import ctypes
+
+    import llvmlite.binding as llvm
+    from llvmlite import ir
+
+    from polyir.cpu import jit
+    from polyir.cpu.parallel import CHUNK_FN, DRAIN_FN, DRAIN_NAME, emit_drain
+    jit._initialise()
+    module = ir.Module(name="drain_test")
+    module.triple = llvm.get_process_triple()
+    emit_drain(module)
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(str(module)), jit.host_machine())
+    engine.finalize_object()
+    drain = DRAIN_FN(engine.get_function_address(DRAIN_NAME))
+    for trip, parts in [(10, 12), (10, 3), (1000, 8), (7, 7), (5, 1)]:
+        seen: list[tuple[int, int]] = []
+
+        def record(ctx, lo, hi, seen=seen):
+            seen.append((lo, hi))
+            return 3 if lo == 0 else 0
+
+        callback = CHUNK_FN(record)
+        counter = ctypes.c_int64(0)
+        status = drain(ctypes.cast(callback, ctypes.c_void_p), None, ctypes.addressof(counter),
+                       min(parts, trip), trip)
+        assert status == 3
+        assert seen == chunks(trip, parts)
+
+
+@pytest.mark.parametrize("trip, parts", [(0, 4), (1, 4), (10, 3), (7, 7), (100, 2)])
+def test_chunks_cover_the_range(trip, parts):
+    ranges = chunks(trip, parts)
     covered = [k for lo, hi in ranges for k in range(lo, hi)]
     assert covered == list(range(trip))
-    assert len(ranges) <= max(1, workers)
+    assert len(ranges) <= max(1, parts)
     sizes = [hi - lo for lo, hi in ranges]
     assert max(sizes) - min(sizes) <= 1
 
@@ -113,10 +141,10 @@ def test_runtime_failure_is_reported_not_ignored(native, monkeypatch):
     import polyir.cpu.parallel as runtime
     ex = native(PROGRAMS["locals"], cores=2)
 
-    def broken(self, address):
+    def broken(self, *args):
         raise OSError("simulated failure")
 
-    monkeypatch.setattr(runtime.ParallelRuntime, "_chunk_function", broken)
+    monkeypatch.setattr(runtime.ParallelRuntime, "drain", broken)
     C = np.zeros((4, 3), np.float32)
     with pytest.raises(RuntimeError, match="status 2"):
         ex(C, np.ones((4, 3), np.float32), 1.0)

@@ -2,7 +2,8 @@
 with eager, and check that the expected lowering rules ran (no fallback)."""
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 

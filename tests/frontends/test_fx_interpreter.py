@@ -49,7 +49,7 @@ def test_interpreter_matches_eager(name: str, model: nn.Module, inputs: tuple[to
 
 @pytest.mark.parametrize("order", ["reverse", "shuffle"])
 def test_parallel_marks_hold_in_any_order(order: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The default pipeline marks loops parallel; running them reversed or
+    """After ``mark-parallel``, running the loops it marks reversed or
     shuffled must not change any result."""
     built: list[Any] = []
 
@@ -58,7 +58,7 @@ def test_parallel_marks_hold_in_any_order(order: str, monkeypatch: pytest.Monkey
         return lambda *args: interpret(module, *args, parallel_order=order, seed=3)
     monkeypatch.setattr(polyir.driver, "build", build)
     for _, model, inputs in MODELS[:2]:
-        check(model, *inputs, target="interpret", rtol=1e-3, atol=1e-4)
+        check(model, *inputs, target="interpret", rtol=1e-3, atol=1e-4, pipeline="mark-parallel")
     assert any(_has_parallel_loop(m.entry.body) for m in built)
 
 

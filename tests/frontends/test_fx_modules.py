@@ -176,5 +176,16 @@ def test_torch_compile_backend_matches_eager_on_a_cnn_and_new_shapes() -> None:
     _randomise_batch_norm(model)
     compiled = torch.compile(model, backend="polyir", options={"target": "cpu"})
     with torch.no_grad():
-        for x in (torch.randn(1, 3, 16, 16), torch.randn(2, 3, 16, 16)):
+        # the third batch size makes dynamo pass symbolic shapes: compiled per call shape
+        for x in (torch.randn(1, 3, 16, 16), torch.randn(2, 3, 16, 16), torch.randn(3, 3, 16, 16)):
             torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-4)
+
+
+def test_compiles_an_fx_graph_module() -> None:
+    traced = torch.fx.symbolic_trace(MLP().eval())
+    check(traced, torch.randn(2, 12), ops=["aten.addmm.default"], rtol=1e-4, atol=1e-4)
+
+
+def test_non_module_is_refused() -> None:
+    with pytest.raises(TypeError, match="nn.Module"):
+        polyir.compile(lambda t: t, (torch.randn(2),))

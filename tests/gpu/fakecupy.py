@@ -50,7 +50,7 @@ class _Function:
         slots = signature(kernel, NvptxHooks())
         assert len(slots) == len(args), (slots, args)
         values: dict[str, Any] = {}
-        for slot, value in zip(slots, args):
+        for slot, value in zip(slots, args, strict=False):
             values[slot.name] = value
         call_args = []
         widened: list[tuple[np.ndarray, np.ndarray]] = []

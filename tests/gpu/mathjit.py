@@ -3,7 +3,7 @@ the device math functions can be checked against numpy without a GPU."""
 from __future__ import annotations
 
 import ctypes
-from typing import Callable
+from collections.abc import Callable
 
 import llvmlite.binding as llvm
 import numpy as np

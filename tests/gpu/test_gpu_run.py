@@ -119,6 +119,6 @@ def test_random_programs_match_the_interpreter(module) -> None:
     got = [x.copy() if isinstance(x, np.ndarray) else x for x in expected]
     interpret(module, *expected)
     exe(*got)
-    for e, g in zip(expected, got):
+    for e, g in zip(expected, got, strict=False):
         if isinstance(e, np.ndarray):
             np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5, equal_nan=True)

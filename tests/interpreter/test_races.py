@@ -102,3 +102,24 @@ kernel k(y: f64[64]) {
     y = np.arange(64.0)
     run(src, y, detect_races=True)
     np.testing.assert_array_equal(y, np.arange(64.0) * 3)
+
+
+def test_two_warps_storing_the_same_fragment_tile_race():
+    src = """
+func main(C: f32[16, 32]) {
+  launch k grid(1, 1, 1) block(64, 1, 1) (C)
+}
+
+kernel k(C: f32[16, 32]) {
+  local fc: f32[16, 16] @fragment
+  for t = 0 to 64 gpu=thread.x {
+    F0: fc = fragment_fill(1.0)
+    F1: fragment_store<m16n16k16.f16.f32, row>(C[0, 16 * (t // 32) * OVERLAP], fc)
+  }
+}
+"""
+    C = np.zeros((16, 32), np.float32)
+    run(src.replace("OVERLAP", "1"), C, detect_races=True)   # warp w stores columns 16w..16w+15
+    assert (C == 1).all()
+    with pytest.raises(InterpretError, match=r"data race .*'C'.*F1"):
+        run(src.replace("OVERLAP", "0"), np.zeros((16, 32), np.float32), detect_races=True)

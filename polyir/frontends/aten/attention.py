@@ -13,7 +13,7 @@ than a materialised boolean tensor.
 from __future__ import annotations
 
 import math
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
@@ -22,7 +22,7 @@ from polyir.frontends.aten.matmul import matmul_into
 from polyir.frontends.aten.norm import row_max_and_sum, used_outputs
 from polyir.frontends.aten.registry import register
 from polyir.ir.affine import Aff, Constraint
-from polyir.ir.nodes import BinOp, Call, Expr, If, Select
+from polyir.ir.nodes import BinOp, Call, Expr, If, Node, Select
 from polyir.ir.types import DType
 
 aten = torch.ops.aten
@@ -50,7 +50,7 @@ def attention(ctx: LoweringContext, out: TensorValue, q: TensorValue, k: TensorV
             scaled = Select(masked, scaled, const(float("-inf"), acc))
         else:
             scaled = BinOp("+", scaled, masked)
-    body = [ctx.assign(scores, o, const(0, acc))]
+    body: list[Node] = [ctx.assign(scores, o, const(0, acc))]
     body += ctx.nest(r_loops, [ctx.assign(scores, o, BinOp("+", scores.load(o), product))])
     body.append(ctx.assign(scores, o, scaled))
     if causal:
@@ -99,8 +99,8 @@ def lower_flash_attention_cpu(ctx: LoweringContext, node: torch.fx.Node, q: Tens
 # lowering as one node. Its eager implementation is torch's own.
 @torch.library.custom_op("polyir::attention", mutates_args=())
 def attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                 attn_mask: Optional[torch.Tensor], is_causal: bool,
-                 scale: Optional[float]) -> torch.Tensor:
+                 attn_mask: torch.Tensor | None, is_causal: bool,
+                 scale: float | None) -> torch.Tensor:
     """Scaled dot-product attention without dropout (eager reference)."""
     return torch.nn.functional.scaled_dot_product_attention(
         q, k, v, attn_mask=attn_mask, is_causal=is_causal, scale=scale).contiguous()
@@ -108,14 +108,14 @@ def attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
 @attention_op.register_fake
 def _attention_shape(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                     attn_mask: Optional[torch.Tensor], is_causal: bool,
-                     scale: Optional[float]) -> torch.Tensor:
+                     attn_mask: torch.Tensor | None, is_causal: bool,
+                     scale: float | None) -> torch.Tensor:
     return q.new_empty(tuple(q.shape[:-1]) + (v.shape[-1],))
 
 
 def sdpa_as_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                      attn_mask: Optional[torch.Tensor] = None, dropout_p: float = 0.0,
-                      is_causal: bool = False, scale: Optional[float] = None,
+                      attn_mask: torch.Tensor | None = None, dropout_p: float = 0.0,
+                      is_causal: bool = False, scale: float | None = None,
                       enable_gqa: bool = False) -> Any:
     """Decomposition of ``aten.scaled_dot_product_attention`` into
     ``polyir.attention`` when it fits (no dropout, no GQA, equal batch dims);

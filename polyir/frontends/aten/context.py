@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import keyword
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence, Union
+from typing import Any, Union
 
 import torch
 
@@ -104,7 +105,8 @@ def aff_value(aff: Aff) -> Expr:
     if not aff.is_linear:
         raise ValueError(f"only linear affine expressions become values, not {aff}")
     result: Expr | None = None
-    for name, coeff in aff.terms:
+    for atom, coeff in aff.terms:
+        name = atom if isinstance(atom, str) else str(atom)  # linear: always a name
         term: Expr = Var(name) if coeff == 1 else BinOp("*", Const(coeff, DType.I64), Var(name))
         result = term if result is None else BinOp("+", result, term)
     if result is None:
@@ -340,6 +342,11 @@ def node_meta(node: torch.fx.Node, index: int | None = None) -> Any:
     if index is not None and isinstance(meta, (tuple, list)):
         return meta[index]
     return meta
+
+
+def packet(node: torch.fx.Node) -> Any:
+    """The overload packet of ``node``'s operator (``aten.add`` for ``aten.add.Tensor``)."""
+    return getattr(node.target, "overloadpacket", node.target)
 
 
 def normalize_dim(dim: int, rank: int) -> int:

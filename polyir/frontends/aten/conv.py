@@ -11,7 +11,7 @@ Zero padding is an affine guard around the update, never a padded copy.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
 
 import torch
 

@@ -10,7 +10,8 @@ stored type, so the IR never relies on implicit promotion.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as Kind
@@ -20,9 +21,11 @@ from polyir.frontends.aten.context import (
     LoweringContext,
     Operand,
     TensorValue,
+    aff_value,
     const,
     dtype_of,
     node_meta,
+    packet,
 )
 from polyir.frontends.aten.registry import register
 from polyir.ir.nodes import BinOp, Call, Compare, Expr, Select
@@ -69,7 +72,7 @@ _MATH_CALLS = {
 
 
 def _lower_math(ctx: LoweringContext, node: torch.fx.Node, x: Operand) -> TensorValue:
-    fn = _MATH_CALLS[node.target.overloadpacket]
+    fn = _MATH_CALLS[packet(node)]
     return pointwise(ctx, node, [x], compute_dtype(node, 1, Kind.INT_TO_FLOAT),
                      lambda a: Call(fn, (a,)))
 
@@ -80,13 +83,13 @@ for _op in _MATH_CALLS:
 
 @register(aten.abs, aten.neg)
 def lower_sign_ops(ctx: LoweringContext, node: torch.fx.Node, x: Operand) -> TensorValue:
-    fn = "abs" if node.target.overloadpacket is aten.abs else "neg"
+    fn = "abs" if packet(node) is aten.abs else "neg"
     return pointwise(ctx, node, [x], compute_dtype(node, 1), lambda a: Call(fn, (a,)))
 
 
 @register(aten.floor, aten.ceil)
 def lower_rounding(ctx: LoweringContext, node: torch.fx.Node, x: Operand) -> TensorValue:
-    fn = "floor" if node.target.overloadpacket is aten.floor else "ceil"
+    fn = "floor" if packet(node) is aten.floor else "ceil"
     dtype = compute_dtype(node, 1)
     if not dtype.is_float:
         return pointwise(ctx, node, [x], dtype, lambda a: a)
@@ -103,7 +106,7 @@ def lower_reciprocal(ctx: LoweringContext, node: torch.fx.Node, x: Operand) -> T
 def lower_log1p_expm1(ctx: LoweringContext, node: torch.fx.Node, x: Operand) -> TensorValue:
     dtype = compute_dtype(node, 1, Kind.INT_TO_FLOAT)
     one = _c(1, dtype)
-    if node.target.overloadpacket is aten.log1p:
+    if packet(node) is aten.log1p:
         return pointwise(ctx, node, [x], dtype, lambda a: Call("log", (BinOp("+", one, a),)))
     return pointwise(ctx, node, [x], dtype, lambda a: BinOp("-", Call("exp", (a,)), one))
 
@@ -130,7 +133,7 @@ def lower_isnan(ctx: LoweringContext, node: torch.fx.Node, x: Operand) -> Tensor
 
 
 @register(aten.logical_not, aten.bitwise_not,
-          accepts=lambda n: None if n.target.overloadpacket is aten.logical_not
+          accepts=lambda n: None if packet(n) is aten.logical_not
           or node_meta(n).dtype == torch.bool else "bitwise_not on integers")
 def lower_not(ctx: LoweringContext, node: torch.fx.Node, x: Operand) -> TensorValue:
     return pointwise(ctx, node, [x], DType.BOOL, lambda a: Call("not", (a,)))
@@ -196,27 +199,22 @@ def _clamp_expr(a: Expr, low: Expr | None, high: Expr | None) -> Expr:
 @register(aten.clamp, aten.clamp_min, aten.clamp_max, aten.hardtanh)
 def lower_clamp(ctx: LoweringContext, node: torch.fx.Node, x: Operand, low: Any = None,
                 high: Any = None, **kwargs: Any) -> TensorValue:
-    packet = node.target.overloadpacket
+    kind = packet(node)
     low, high = kwargs.get("min", low), kwargs.get("max", high)
-    if packet is aten.clamp_max:
+    if kind is aten.clamp_max:
         low, high = None, low
-    if packet is aten.hardtanh:
+    if kind is aten.hardtanh:
         low = -1.0 if low is None else low
         high = 1.0 if high is None else high
-    bounds = [b for b in (low, high) if b is not None]
-    metas = [node_meta(x_node) for x_node in node.args[:1]] + [
-        node_meta(b) if isinstance(b, torch.fx.Node) else b
-        for b in ([a for a in node.args[1:3] if a is not None] + list(kwargs.values()))]
-    dtype = dtype_of(elementwise_dtypes(*metas, type_promotion_kind=Kind.DEFAULT)[0])
-    operands: list[Operand] = [x] + bounds
-    has_low, has_high = low is not None, high is not None
+    dtype = dtype_of(node_meta(node).dtype)  # clamp compares in the result type
+    out = ctx.result(node)
 
-    def element(a: Expr, *rest: Expr) -> Expr:
-        values = list(rest)
-        lo = values.pop(0) if has_low else None
-        hi = values.pop(0) if has_high else None
-        return _clamp_expr(a, lo, hi)
-    return pointwise(ctx, node, operands, dtype, element)
+    def element(idx: list) -> Expr:
+        lo = None if low is None else ctx.operand(low, idx, out.shape, dtype)
+        hi = None if high is None else ctx.operand(high, idx, out.shape, dtype)
+        return _clamp_expr(ctx.operand(x, idx, out.shape, dtype), lo, hi)
+    ctx.map_elements(out, element)
+    return out
 
 
 # --------------------------------------------------------------------- binary
@@ -227,13 +225,13 @@ def _scaled(b: Expr, alpha: Any, dtype: DType) -> Expr:
 @register(aten.add, aten.sub, aten.rsub)
 def lower_add_sub(ctx: LoweringContext, node: torch.fx.Node, a: Operand, b: Operand,
                   alpha: Any = 1) -> TensorValue:
-    packet = node.target.overloadpacket
+    kind = packet(node)
     dtype = compute_dtype(node, 2)
     if dtype is DType.BOOL:
         return pointwise(ctx, node, [a, b], dtype, lambda x, y: BinOp("or", x, y))
-    if packet is aten.add:
+    if kind is aten.add:
         return pointwise(ctx, node, [a, b], dtype, lambda x, y: BinOp("+", x, _scaled(y, alpha, dtype)))
-    if packet is aten.sub:
+    if kind is aten.sub:
         return pointwise(ctx, node, [a, b], dtype, lambda x, y: BinOp("-", x, _scaled(y, alpha, dtype)))
     return pointwise(ctx, node, [a, b], dtype, lambda x, y: BinOp("-", y, _scaled(x, alpha, dtype)))
 
@@ -291,7 +289,7 @@ def lower_remainder(ctx: LoweringContext, node: torch.fx.Node, a: Operand, b: Op
 
 @register(aten.maximum, aten.minimum)
 def lower_max_min(ctx: LoweringContext, node: torch.fx.Node, a: Operand, b: Operand) -> TensorValue:
-    fn = "max" if node.target.overloadpacket is aten.maximum else "min"
+    fn = "max" if packet(node) is aten.maximum else "min"
     return pointwise(ctx, node, [a, b], compute_dtype(node, 2), lambda x, y: Call(fn, (x, y)))
 
 
@@ -329,7 +327,7 @@ _COMPARE_OPS = {aten.eq: "==", aten.ne: "!=", aten.lt: "<", aten.le: "<=", aten.
 
 @register(*_COMPARE_OPS)
 def lower_compare(ctx: LoweringContext, node: torch.fx.Node, a: Operand, b: Operand) -> TensorValue:
-    op = _COMPARE_OPS[node.target.overloadpacket]
+    op = _COMPARE_OPS[packet(node)]
     return pointwise(ctx, node, [a, b], compute_dtype(node, 2), lambda x, y: Compare(op, x, y))
 
 
@@ -337,10 +335,10 @@ def lower_compare(ctx: LoweringContext, node: torch.fx.Node, a: Operand, b: Oper
           aten.bitwise_and, aten.bitwise_or, aten.bitwise_xor,
           accepts=lambda n: None if node_meta(n).dtype == torch.bool else "bitwise op on integers")
 def lower_logical(ctx: LoweringContext, node: torch.fx.Node, a: Operand, b: Operand) -> TensorValue:
-    packet = node.target.overloadpacket
-    if packet in (aten.logical_and, aten.bitwise_and):
+    kind = packet(node)
+    if kind in (aten.logical_and, aten.bitwise_and):
         fn: Callable[[Expr, Expr], Expr] = lambda x, y: BinOp("and", x, y)  # noqa: E731
-    elif packet in (aten.logical_or, aten.bitwise_or):
+    elif kind in (aten.logical_or, aten.bitwise_or):
         fn = lambda x, y: BinOp("or", x, y)  # noqa: E731
     else:
         fn = lambda x, y: Compare("!=", x, y)  # noqa: E731
@@ -363,7 +361,7 @@ def lower_where(ctx: LoweringContext, node: torch.fx.Node, cond: Operand, a: Ope
 
 # ---------------------------------------------------------------------- casts
 def _cast_accepts(node: torch.fx.Node) -> str | None:
-    device = node.kwargs.get("device")
+    device: Any = node.kwargs.get("device")
     if device is not None and torch.device(device).type != "cpu":
         return f"copy to device {device}"
     return None
@@ -373,7 +371,7 @@ def _cast_accepts(node: torch.fx.Node) -> str | None:
           accepts=_cast_accepts)
 def lower_cast(ctx: LoweringContext, node: torch.fx.Node, x: Operand, *args: Any,
                **kwargs: Any) -> TensorValue:
-    if node.target.overloadpacket is aten.copy:
+    if packet(node) is aten.copy:
         x = args[0]  # copy(self, src): the values of src, in self's shape and type
     if isinstance(x, TensorValue) and x.dtype is dtype_of(node_meta(node).dtype) \
             and x.shape == tuple(node_meta(node).shape):
@@ -386,15 +384,15 @@ def lower_cast(ctx: LoweringContext, node: torch.fx.Node, x: Operand, *args: Any
           aten.zeros_like, aten.ones_like, aten.new_full, aten.new_zeros, aten.new_ones,
           aten.fill, accepts=_cast_accepts)
 def lower_full(ctx: LoweringContext, node: torch.fx.Node, *args: Any, **kwargs: Any) -> TensorValue:
-    packet = node.target.overloadpacket
-    if packet in (aten.zeros, aten.zeros_like, aten.new_zeros):
+    kind = packet(node)
+    if kind in (aten.zeros, aten.zeros_like, aten.new_zeros):
         value: Any = 0
-    elif packet in (aten.ones, aten.ones_like, aten.new_ones):
+    elif kind in (aten.ones, aten.ones_like, aten.new_ones):
         value = 1
-    elif packet is aten.scalar_tensor:
+    elif kind is aten.scalar_tensor:
         value = args[0]
     else:
-        value = args[1] if packet is not aten.new_full else args[2]
+        value = args[1] if kind is not aten.new_full else args[2]
     if isinstance(value, TensorValue):  # fill.Tensor: a 0-d tensor value
         return pointwise(ctx, node, [value], dtype_of(node_meta(node).dtype), lambda a: a)
     dtype = dtype_of(node_meta(node).dtype)
@@ -404,8 +402,10 @@ def lower_full(ctx: LoweringContext, node: torch.fx.Node, *args: Any, **kwargs: 
 @register(aten.arange, accepts=_cast_accepts)
 def lower_arange(ctx: LoweringContext, node: torch.fx.Node, *args: Any, **kwargs: Any) -> TensorValue:
     numbers = [a for a in args if isinstance(a, (int, float))]
+    start: float = 0
+    step: float = 1
     if len(numbers) == 1:
-        start, step = 0, 1
+        pass
     else:
         start, step = numbers[0], (numbers[2] if len(numbers) > 2 else 1)
     dtype = dtype_of(node_meta(node).dtype)
@@ -413,16 +413,10 @@ def lower_arange(ctx: LoweringContext, node: torch.fx.Node, *args: Any, **kwargs
     work = DType.F64 if dtype.is_float else DType.I64
 
     def element(idx: list) -> Expr:
-        position = ctx.cast(ctx_var(idx[0]), work)
+        position = ctx.cast(aff_value(idx[0]), work)
         return BinOp("+", const(start, work), BinOp("*", position, const(step, work)))
     ctx.map_elements(out, element)
     return out
-
-
-def ctx_var(index: Any) -> Expr:
-    """An affine loop index as an ``i64`` value."""
-    from polyir.frontends.aten.context import aff_value
-    return aff_value(index)
 
 
 @register(aten.empty, aten.empty_like, aten.empty_strided, accepts=_cast_accepts)

@@ -8,8 +8,9 @@ then its outputs. Intermediate results are local buffers in ``global`` space
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -72,7 +73,7 @@ def unsupported_reason(node: torch.fx.Node) -> str | None:
 
 def _output_key(node: torch.fx.Node) -> tuple[str, int]:
     if node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node):
-        return node.args[0].name, int(node.args[1])
+        return node.args[0].name, int(node.args[1])  # type: ignore[arg-type]
     return node.name, 0
 
 
@@ -98,7 +99,8 @@ def lower_segment(nodes: Sequence[torch.fx.Node], inputs: Sequence[torch.fx.Node
         if reason is not None:
             raise UnsupportedOp(op_name(node.target), node.name, reason)
         if node.target is operator.getitem:
-            env[node] = env[node.args[0]][node.args[1]]
+            parent: Any = node.args[0]
+            env[node] = env[parent][node.args[1]]
             continue
         rule = find_rule(node.target)
         assert rule is not None

@@ -7,7 +7,8 @@ f16/bf16 inputs are computed in f32.
 from __future__ import annotations
 
 import operator
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -16,8 +17,8 @@ from polyir.frontends.aten.context import (
     TensorValue,
     accumulator_dtype,
     const,
-    node_meta,
     normalize_dim,
+    packet,
 )
 from polyir.frontends.aten.reduction import add, over_dims, variance_pieces
 from polyir.frontends.aten.registry import register
@@ -29,7 +30,8 @@ aten = torch.ops.aten
 
 def used_outputs(node: torch.fx.Node) -> set[int]:
     """The output positions of a multi-output node that some user reads."""
-    return {user.args[1] for user in node.users if user.target is operator.getitem}
+    return {int(user.args[1]) for user in node.users  # type: ignore[arg-type]
+            if user.target is operator.getitem}
 
 
 def _kept(idx: Sequence[Aff], dims: Sequence[int]) -> list[Aff]:
@@ -56,7 +58,7 @@ def lower_softmax(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, dim
     dim = normalize_dim(dim, x.rank)
     acc = accumulator_dtype(out.dtype)
     row_max, row_sum = row_max_and_sum(ctx, x, dim, acc)
-    log = node.target.overloadpacket in (aten._log_softmax, aten.log_softmax)
+    log = packet(node) in (aten._log_softmax, aten.log_softmax)
 
     def element(idx: list) -> Expr:
         shifted = BinOp("-", ctx.cast(x.load(idx), acc), row_max.load(_kept(idx, [dim])))

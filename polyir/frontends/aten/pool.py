@@ -11,16 +11,17 @@ local buffer; adaptive pooling's windows are loops with ``//`` bounds::
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
-from polyir.frontends.aten.context import LoweringContext, TensorValue, accumulator_dtype, const
+from polyir.frontends.aten.context import LoweringContext, TensorValue, accumulator_dtype, const, packet
 from polyir.frontends.aten.norm import used_outputs
 from polyir.frontends.aten.reduction import accumulate
 from polyir.frontends.aten.registry import register
 from polyir.ir.affine import Aff, Constraint
-from polyir.ir.nodes import BinOp, Compare, Expr, For, Select
+from polyir.ir.nodes import BinOp, Compare, Expr, For, Node, Select
 
 aten = torch.ops.aten
 
@@ -44,7 +45,7 @@ def _window(spatial: int, kernel_size: Any, stride: Any, padding: Any,
 
 
 def _spatial(node: torch.fx.Node) -> int:
-    return 3 if "3d" in node.target.overloadpacket.__name__ else 2
+    return 3 if "3d" in packet(node).__name__ else 2
 
 
 def nan_max(acc: Expr, value: Expr) -> Expr:
@@ -117,7 +118,7 @@ def lower_avg_pool(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, ke
     counted = in_bounds if not count_include_pad else _bounds(
         positions, sizes, [-p for p in padding], padding, reach)
     total = ctx.temp(f"{node.name}_sum", out.shape, acc)
-    body = [ctx.assign(total, out_idx, const(0, acc))]
+    body: list[Node] = [ctx.assign(total, out_idx, const(0, acc))]
     update = ctx.assign(total, out_idx, BinOp("+", total.load(out_idx),
                                               ctx.cast(x.load(list(out_idx[:lead]) + positions), acc)))
     if divisor_override or not counted:
@@ -165,7 +166,8 @@ def lower_adaptive_avg_pool(ctx: LoweringContext, node: torch.fx.Node, x: Tensor
     inner: list = update
     for var, start, end in reversed(loops):
         inner = [For(var, (start,), (end,), tuple(inner))]
-    body = [ctx.assign(total, out_idx, const(0, acc)), ctx.assign(count, out_idx, const(0, acc))]
+    body: list[Node] = [ctx.assign(total, out_idx, const(0, acc)),
+                        ctx.assign(count, out_idx, const(0, acc))]
     body += inner
     body.append(ctx.assign(out, out_idx, BinOp("/", total.load(out_idx), count.load(out_idx))))
     ctx.emit(ctx.nest(out_loops, body))

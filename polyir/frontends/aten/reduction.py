@@ -15,7 +15,8 @@ Sums of f16/bf16 values accumulate in an f32 local buffer, as eager does.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -28,10 +29,11 @@ from polyir.frontends.aten.context import (
     dtype_of,
     node_meta,
     normalize_dim,
+    packet,
 )
 from polyir.frontends.aten.registry import register
 from polyir.ir.affine import Aff, Constraint
-from polyir.ir.nodes import BinOp, Call, Compare, Expr, Select
+from polyir.ir.nodes import BinOp, Call, Compare, Expr, Node, Select
 from polyir.ir.types import DType
 
 aten = torch.ops.aten
@@ -61,7 +63,7 @@ def accumulate(ctx: LoweringContext, out: TensorValue, reduce_shape: Sequence[in
     acc = out
     if acc_dtype is not out.dtype:
         acc = accumulator or ctx.temp(f"{out.buffer}_acc", out.shape, acc_dtype)
-    body = [ctx.assign(acc, out_idx, init(out_idx))]
+    body: list[Node] = [ctx.assign(acc, out_idx, init(out_idx))]
     update = ctx.assign(acc, out_idx, combine(acc.load(out_idx),
                                               ctx.cast(element(out_idx, red_idx), acc_dtype)))
     conditions = guard(out_idx, red_idx) if guard else []
@@ -103,7 +105,7 @@ def over_dims(ctx: LoweringContext, out: TensorValue, x: TensorValue, dims: Sequ
 
     def full_index(o: list[Aff], r: list[Aff]) -> list[Aff]:
         idx = list(o)
-        for d, ri in zip(dims, r):
+        for d, ri in zip(dims, r, strict=True):
             idx[d] = ri
         return idx
 
@@ -124,20 +126,20 @@ def lower_sum(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, dims: A
               keepdim: bool = False, **kwargs: Any) -> TensorValue:
     if isinstance(dims, torch.dtype):  # sum.default(x, dtype)
         dims = None
-    packet = node.target.overloadpacket
-    if packet is aten.prod and isinstance(dims, bool):  # prod.default(x, dtype) / prod.dim_int
+    kind = packet(node)
+    if kind is aten.prod and isinstance(dims, bool):  # prod.default(x, dtype) / prod.dim_int
         dims = None
     out = ctx.result(node)
     dims = reduced_dims(x.rank, dims)
     acc = accumulator_dtype(out.dtype)
     if acc is DType.BOOL:
         acc = DType.I64
-    if packet is aten.prod:
+    if kind is aten.prod:
         over_dims(ctx, out, x, dims, acc_dtype=acc, init=const(1, acc),
                   combine=lambda a, v: BinOp("*", a, v))
         return out
     finish = None
-    if packet is aten.mean:
+    if kind is aten.mean:
         count = const(_count(x, dims), acc)
         finish = lambda a: BinOp("/", a, count)  # noqa: E731
     over_dims(ctx, out, x, dims, acc_dtype=acc, init=const(0, acc), combine=add, finish=finish)
@@ -156,7 +158,7 @@ def _extreme(dtype: DType, largest: bool) -> Expr:
 @register(aten.amax, aten.amin)
 def lower_amax(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, dims: Any = (),
                keepdim: bool = False) -> TensorValue:
-    largest = node.target.overloadpacket is aten.amax
+    largest = packet(node) is aten.amax
     out = ctx.result(node)
     dims = reduced_dims(x.rank, dims)
     dtype = DType.I64 if out.dtype is DType.BOOL else out.dtype
@@ -169,7 +171,7 @@ def lower_amax(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, dims: 
 @register(aten.any, aten.all)
 def lower_any_all(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, dims: Any = None,
                   keepdim: bool = False) -> TensorValue:
-    is_any = node.target.overloadpacket is aten.any
+    is_any = packet(node) is aten.any
     out = ctx.result(node)
     op = "or" if is_any else "and"
     over_dims(ctx, out, x, reduced_dims(x.rank, dims), acc_dtype=DType.BOOL,
@@ -240,11 +242,11 @@ def _index_reduction(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, 
     full = list(out_idx)
     full[dims[0]] = red_idx[0]
     value = ctx.cast(x.load(full), dtype)
-    better = Compare(">" if largest else "<", value, best.load(out_idx))
+    better: Expr = Compare(">" if largest else "<", value, best.load(out_idx))
     # torch returns the first extreme element, and NaN wins over numbers.
     better = BinOp("or", better, BinOp("and", Compare("!=", value, value),
                                        Compare("==", best.load(out_idx), best.load(out_idx))))
-    body = [ctx.assign(best, out_idx, _extreme(dtype, largest)),
+    body: list[Node] = [ctx.assign(best, out_idx, _extreme(dtype, largest)),
             ctx.assign(index_out, out_idx, const(0, DType.I64))]
     body += ctx.nest(red_loops, [
         ctx.assign(index_out, out_idx, Select(better, aff_value(red_idx[0]), index_out.load(out_idx))),
@@ -260,7 +262,7 @@ def lower_argmax(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, dim:
     indices = ctx.result(node)
     if dim is None and keepdim:
         raise ValueError("argmax with keepdim over all dims")
-    _index_reduction(ctx, node, x, dim, keepdim, node.target.overloadpacket is aten.argmax,
+    _index_reduction(ctx, node, x, dim, keepdim, packet(node) is aten.argmax,
                      None, indices if dim is not None else indices.view(
                          (1,), lambda idx: ()))
     return indices

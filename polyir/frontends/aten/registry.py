@@ -16,8 +16,9 @@ as ``torch.ops.aten.add`` covers every overload).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 

@@ -9,7 +9,8 @@ constants) because every size is static.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -21,7 +22,7 @@ from polyir.frontends.aten.context import (
 )
 from polyir.frontends.aten.registry import register
 from polyir.ir.affine import Aff, Constraint
-from polyir.ir.nodes import Index
+from polyir.ir.nodes import Index, Node
 
 aten = torch.ops.aten
 
@@ -39,7 +40,7 @@ def reshape_map(old: Sequence[int], new: Sequence[int]) -> Any:
 
     def index_map(idx: Sequence[Aff]) -> tuple[Index, ...]:
         linear = Aff.const(0)
-        for position, size in zip(idx, new):
+        for position, size in zip(idx, new, strict=True):
             linear = linear * size + position
         result: list[Aff] = []
         stride = 1
@@ -271,7 +272,7 @@ def lower_constant_pad(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue
     copy = ctx.assign(out, idx, x.load(source))
     if conditions:
         from polyir.ir.nodes import If
-        body = [If(tuple(conditions), (copy,), (fill,))]
+        body: list[Node] = [If(tuple(conditions), (copy,), (fill,))]
     else:
         body = [copy]
     ctx.emit(ctx.nest(loops, body))

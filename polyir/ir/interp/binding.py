@@ -35,7 +35,8 @@ class Bound:
 
 def flat_view(array: np.ndarray, dtype: DType) -> memoryview:
     """A flat memoryview over a C-contiguous array, in ``dtype``'s storage format."""
-    return memoryview(array.reshape(-1)).cast("B").cast(STORAGE_FORMAT[dtype])
+    flat: Any = array.reshape(-1)
+    return memoryview(flat).cast("B").cast(STORAGE_FORMAT[dtype])  # type: ignore[call-overload]
 
 
 def _is_torch_tensor(value: Any) -> bool:

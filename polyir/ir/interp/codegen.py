@@ -380,10 +380,12 @@ class FunctionCompiler(ExprCompiler):
             payload = f"{b(node.fragment).py}, {src.py}, ({', '.join(src.dims)},), ({idx},)"
         elif isinstance(node, FragmentMMA):
             payload = ", ".join(b(n).py for n in (node.result, node.a, node.b, node.acc))
+        elif isinstance(node, FragmentStore):
+            dst = b(node.buffer)
+            idx = ", ".join(self.aff(i) for i in node.indices)
+            payload = f"{b(node.fragment).py}, {dst.py}, ({', '.join(dst.dims)},), ({idx},)"
         else:
-            dst = b(node.buffer)  # type: ignore[attr-defined]
-            idx = ", ".join(self.aff(i) for i in node.indices)  # type: ignore[attr-defined]
-            payload = f"{b(node.fragment).py}, {dst.py}, ({', '.join(dst.dims)},), ({idx},)"  # type: ignore[attr-defined]
+            raise self.error(f"unknown fragment operation {type(node).__name__}")
         if self.in_gpu:
             self.emit(f"yield ({self.node}, {payload})")
         else:

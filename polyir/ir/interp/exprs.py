@@ -12,6 +12,7 @@ C, so a guarded load such as ``select(i > 0, A[i - 1], 0.0)`` never faults.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from polyir.ir.affine import Aff
@@ -114,6 +115,12 @@ class ExprCompiler:
         if name not in self.scope:
             raise self.error(f"variable '{name}' is not bound here (not a loop variable or symbol)")
         return self.names.var(name)
+
+    def var_code_at(self, var: str, value_code: str) -> Callable[[str], str]:
+        """Variable codes with ``var`` replaced by ``value_code``."""
+        def code(name: str) -> str:
+            return value_code if name == var else self.var_code(name)
+        return code
 
     def aff(self, aff: Aff) -> str:
         return aff_code(aff, self.var_code)
@@ -382,8 +389,7 @@ class ExprCompiler:
                 loop.checked.add(key)
                 moves = any(c for _, c in splits)
                 for point in (loop.first, loop.last) if moves else (loop.first,):
-                    codes = [aff_code(i, lambda v, p=point: p if v == loop.var else self.var_code(v))
-                             for i in indices]
+                    codes = [aff_code(i, self.var_code_at(loop.var, point)) for i in indices]
                     self.emit_check(loop.checks, info, codes)
         coeff_terms = [(c, s) for (_, c), s in zip(splits, info.strides, strict=True) if c]
         var = self.names.var(loop.var)

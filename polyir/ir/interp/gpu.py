@@ -143,9 +143,14 @@ def _tile_bounds(rt: Any, k: int, dims: tuple[int, ...], idx: tuple[int, ...], e
 
 def _log_tile(log: list[Any] | None, k: int, buffer: Any, dims: tuple[int, ...], region: tuple[Any, ...],
               write: bool) -> None:
-    if log is not None:
-        offsets = np.arange(int(np.prod(dims))).reshape(dims)[region]
-        log.extend(tile_entries(k, buffer.name, offsets, write, buffer.space is not MemorySpace.SHARED))
+    if log is None:
+        return
+    strides = [int(np.prod(dims[axis + 1:])) for axis in range(len(dims))]
+    base = sum(i * s for i, s in zip(region[:-2], strides[:-2], strict=True))
+    rows, cols = region[-2], region[-1]
+    offsets = (base + np.arange(rows.start, rows.stop)[:, None] * strides[-2]
+               + np.arange(cols.start, cols.stop)[None, :])
+    log.extend(tile_entries(k, buffer.name, offsets, write, buffer.space is not MemorySpace.SHARED))
 
 
 def fragment_op(rt: Any, payload: tuple[Any, ...], log: list[Any] | None = None) -> None:

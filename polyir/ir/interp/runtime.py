@@ -142,7 +142,7 @@ class Runtime:
     @staticmethod
     def alloc(fmt: str, size: int) -> memoryview:
         """A fresh zero-filled flat buffer of ``size`` elements."""
-        return memoryview(bytearray(size * _ITEMSIZE[fmt])).cast(fmt)
+        return memoryview(bytearray(size * _ITEMSIZE[fmt])).cast(fmt)  # type: ignore[call-overload]
 
     def size(self, k: int, name: str, dims: tuple[int, ...]) -> int:
         total = 1

@@ -1,0 +1,9 @@
+"""Make the ``bench`` package (at the repository root) importable from these tests."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
