@@ -1,8 +1,35 @@
-"""Tables and pictures from a benchmark report."""
+"""Tables and pictures from a benchmark report.
+
+``python -m bench.report results.json`` prints the tables of a saved run again;
+``--markdown`` prints them as Markdown (for bench/README.md); ``--plots DIR``
+redraws the PNGs.
+"""
 from __future__ import annotations
 
+import argparse
+import json
 from pathlib import Path
 from typing import Any
+
+# section -> (title, columns)
+TABLES: dict[str, tuple[str, list[str]]] = {
+    "kernels": ("corpus kernels, native CPU: polyir vs numpy (seconds per call)",
+                ["name", "shape", "dtype", "polyir_s", "numpy_s", "ratio_vs_numpy",
+                 "compile_cold_s", "compile_warm_s", "note"]),
+    "models": ("models on CPU: polyir vs torch eager vs Inductor (seconds per call)",
+               ["model", "batch", "shape", "polyir_s", "eager_s", "inductor_s", "ratio_vs_eager",
+                "ratio_vs_inductor", "note"]),
+    "compile": ("compile time, batch 1 (seconds; cold: empty disk cache, warm: populated)",
+                ["model", "loop_nests", "polyir_cold_s", "polyir_warm_s", "inductor_cold_s",
+                 "inductor_warm_s", "ratio_cold_vs_inductor", "ratio_warm_vs_inductor", "note"]),
+    "scaling": ("compile-time scaling on a stack of N Linear-LayerNorm-GELU layers (seconds)",
+                ["layers", "loop_nests", "polyir_cold_s", "polyir_warm_s", "inductor_cold_s",
+                 "inductor_warm_s", "ratio_cold_vs_inductor", "note"]),
+    "native": ("native CPU micro-benchmarks (bench/cpu_bench.py)",
+               ["name", "shape", "polyir_s", "peer", "peer_s", "ratio"]),
+    "gpu": ("GPU (target=\"cuda\")", ["name", "shape", "dtype", "polyir_s", "peer", "peer_s", "ratio",
+                                     "note"]),
+}
 
 
 def _fmt(value: Any) -> str:
@@ -19,26 +46,79 @@ def print_table(title: str, rows: list[dict[str, Any]], columns: list[str]) -> N
         return
     print(f"\n{title}")
     widths = [max(len(c), *(len(_fmt(r.get(c))) for r in rows)) for c in columns]
-    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip())
     for row in rows:
-        print("  ".join(_fmt(row.get(c)).ljust(w) for c, w in zip(columns, widths)))
+        print("  ".join(_fmt(row.get(c)).ljust(w) for c, w in zip(columns, widths)).rstrip())
+
+
+def machine_line(report: dict[str, Any]) -> str:
+    """One line describing the machine and the run."""
+    m = report["machine"]
+    return (f"{m.get('cpu', '?')}, {m.get('cores')} cores, {m.get('memory_gib')} GiB, "
+            f"load {m.get('load_average')}, GPU {m.get('gpu') or 'none'}; python {m.get('python')}, "
+            f"torch {m.get('torch')}, numpy {m.get('numpy')}, llvmlite {m.get('llvmlite')}; "
+            f"commit {m.get('git_commit')}; mode {report['mode']}, started {report.get('started')}")
 
 
 def print_tables(report: dict[str, Any]) -> None:
-    machine = report["machine"]
-    print(f"\nmachine: {machine.get('cpu', '?')}, {machine.get('cores')} cores, "
-          f"torch {machine.get('torch')}, numpy {machine.get('numpy')}; mode {report['mode']}")
+    """Every section's table, the machine, and the notes of sections that measured nothing."""
+    print(f"\nmachine: {machine_line(report)}")
     print("times are medians in seconds; ratio = polyir time / peer time (below 1: polyir faster)")
-    print_table("kernels (polyir native vs numpy)", report.get("kernels", []),
-                ["name", "shape", "dtype", "polyir_s", "numpy_s", "ratio_vs_numpy", "note"])
-    print_table("models on CPU (polyir vs eager vs Inductor)", report.get("models", []),
-                ["model", "batch", "polyir_s", "eager_s", "inductor_s", "ratio_vs_eager",
-                 "ratio_vs_inductor", "note"])
-    print_table("compile time (seconds)", report.get("compile", []),
-                ["model", "polyir_cold_s", "polyir_warm_s", "inductor_s", "ratio_cold_vs_inductor"])
-    print_table("compile-time scaling on a stack of N layers", report.get("scaling", []),
-                ["layers", "polyir_s", "inductor_s"])
-    print_table("GPU", report.get("gpu", []), ["name", "shape", "dtype", "polyir_s", "peer", "peer_s", "ratio", "note"])
+    for section, (title, columns) in TABLES.items():
+        print_table(title, report.get(section) or [], columns)
+    for section, note in (report.get("notes") or {}).items():
+        print(f"\n{section}: {note}")
+    if report.get("warmup_seconds"):
+        print(f"\none-time process warm-up before timing (s): {report['warmup_seconds']}")
+    if report.get("section_seconds"):
+        print(f"section wall times (s): {report['section_seconds']}")
+
+
+def geometric_mean(values: list[float]) -> float | None:
+    """The geometric mean of the positive ``values`` (``None`` without any)."""
+    import math
+    positive = [v for v in values if v and v > 0]
+    if not positive:
+        return None
+    return math.exp(sum(math.log(v) for v in positive) / len(positive))
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The tables as Markdown, with the machine line and geometric means of the ratios."""
+    lines = [f"Machine: {machine_line(report)}", ""]
+    for section, (title, columns) in TABLES.items():
+        rows = report.get(section) or []
+        if not rows:
+            continue
+        lines += [f"**{title}**", "", "| " + " | ".join(columns) + " |",
+                  "|" + "|".join("---" for _ in columns) + "|"]
+        for row in rows:
+            lines.append("| " + " | ".join(_fmt(row.get(c)).replace("|", "/") for c in columns) + " |")
+        for column in columns:
+            if column.startswith("ratio"):
+                mean = geometric_mean([r.get(column) for r in rows if r.get(column)])
+                if mean is not None:
+                    lines.append(f"\nGeometric mean of {column}: {mean:.3g}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _ratio_bars(report: dict[str, Any]) -> list[tuple[str, list[tuple[str, float, str]]]]:
+    """Panels of (label, ratio, colour) bars for ``ratios.png``."""
+    kernels = [(f"{r['name']}", r["ratio_vs_numpy"], "tab:green" if r["ratio_vs_numpy"] < 1 else "tab:red")
+               for r in report.get("kernels") or [] if r.get("ratio_vs_numpy")]
+    models = []
+    for row in report.get("models") or []:
+        for peer, colour in (("eager", "tab:blue"), ("inductor", "tab:orange")):
+            value = row.get(f"ratio_vs_{peer}")
+            if value:
+                models.append((f"{row['model']} b{row['batch']} vs {peer}", value, colour))
+    others = [(f"{r['name']} vs {r.get('peer')}", r["ratio"], "tab:purple")
+              for section in ("native", "gpu") for r in report.get(section) or [] if r.get("ratio")]
+    panels = [("corpus kernels: polyir / numpy", kernels),
+              ("models: polyir / eager (blue), / Inductor (orange)", models),
+              ("native micro-benchmarks and GPU", others)]
+    return [(title, bars) for title, bars in panels if bars]
 
 
 def write_plots(report: dict[str, Any], out: Path) -> list[Path]:
@@ -54,44 +134,68 @@ def write_plots(report: dict[str, Any], out: Path) -> list[Path]:
     written = []
     scaling = report.get("scaling") or []
     if scaling:
-        fig, ax = plt.subplots(figsize=(6, 4))
-        layers = [r["layers"] for r in scaling]
-        for key, label in (("polyir_s", "polyir (cold)"), ("inductor_s", "Inductor")):
-            points = [(n, r[key]) for n, r in zip(layers, scaling) if r.get(key) is not None]
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        series = (("polyir_cold_s", "polyir cold", "tab:blue", "-"),
+                  ("polyir_warm_s", "polyir warm", "tab:blue", "--"),
+                  ("inductor_cold_s", "Inductor cold", "tab:orange", "-"),
+                  ("inductor_warm_s", "Inductor warm", "tab:orange", "--"))
+        for key, label, colour, style in series:
+            points = [(r["layers"], r[key]) for r in scaling if r.get(key)]
             if points:
-                ax.plot(*zip(*points), marker="o", label=label)
+                ax.plot(*zip(*points), marker="o", color=colour, linestyle=style, label=label)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_xlabel("identical layers N")
-        ax.set_ylabel("compile time (s)")
-        ax.set_title("Compile-time scaling")
+        ax.set_xlabel("identical Linear-LayerNorm-GELU layers N")
+        ax.set_ylabel("compile time (s, log)")
+        ax.set_title(f"Compile-time scaling ({report['mode']} run)")
+        ax.grid(True, which="both", alpha=0.3)
         ax.legend()
         fig.tight_layout()
         path = out / "scaling.png"
         fig.savefig(path, dpi=100)
         plt.close(fig)
         written.append(path)
-    bars: list[tuple[str, float]] = []
-    for row in report.get("models") or []:
-        for peer in ("eager", "inductor"):
-            ratio = row.get(f"ratio_vs_{peer}")
-            if ratio:
-                bars.append((f"{row['model']} b{row['batch']} vs {peer}", ratio))
-    for row in report.get("kernels") or []:
-        if row.get("ratio_vs_numpy"):
-            bars.append((f"{row['name']} vs numpy", row["ratio_vs_numpy"]))
-    if bars:
-        fig, ax = plt.subplots(figsize=(8, 0.3 * len(bars) + 1.5))
-        labels, values = zip(*bars)
-        ax.barh(range(len(bars)), values, color=["tab:green" if v < 1 else "tab:red" for v in values])
-        ax.set_yticks(range(len(bars)), labels, fontsize=7)
-        ax.axvline(1.0, color="black", linewidth=0.8)
-        ax.set_xscale("log")
-        ax.set_xlabel("polyir time / peer time (log; below 1 = polyir faster)")
-        ax.set_title("Speed ratios")
+    panels = _ratio_bars(report)
+    if panels:
+        heights = [0.22 * len(bars) + 0.8 for _, bars in panels]
+        fig, axes = plt.subplots(len(panels), 1, figsize=(8, sum(heights) + 0.8),
+                                 gridspec_kw={"height_ratios": heights}, squeeze=False)
+        for ax, (title, bars) in zip(axes[:, 0], panels):
+            labels, values, colours = zip(*bars)
+            ax.barh(range(len(bars)), values, color=colours)
+            ax.set_yticks(range(len(bars)), labels, fontsize=7)
+            ax.invert_yaxis()
+            ax.axvline(1.0, color="black", linewidth=0.8)
+            ax.set_xscale("log")
+            ax.set_title(title, fontsize=9)
+            ax.grid(True, axis="x", which="both", alpha=0.3)
+        axes[-1, 0].set_xlabel("polyir time / peer time (log; below 1 = polyir faster)")
+        fig.suptitle(f"Speed ratios ({report['mode']} run, medians)")
         fig.tight_layout()
         path = out / "ratios.png"
         fig.savefig(path, dpi=100)
         plt.close(fig)
         written.append(path)
     return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__.splitlines()[0])
+    parser.add_argument("results", help="a results.json written by python -m bench")
+    parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
+    parser.add_argument("--plots", metavar="DIR", help="redraw the PNGs into DIR")
+    args = parser.parse_args(argv)
+    report = json.loads(Path(args.results).read_text())
+    if args.markdown:
+        print(markdown(report))
+    else:
+        print_tables(report)
+    if args.plots:
+        Path(args.plots).mkdir(parents=True, exist_ok=True)
+        for path in write_plots(report, Path(args.plots)):
+            print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -113,7 +113,7 @@ def capture(model: torch.nn.Module, args: Sequence[Any]) -> Captured:
     inputs = [flat[i] for i in tensor_positions] + list(state.values())
     with torch.no_grad():
         gm = make_fx(torch.func.functionalize(traced, remove="mutations"),
-                     decomposition_table=_decompositions(), tracing_mode="real")(*inputs)
+                     decomposition_table=_decompositions(), tracing_mode="fake")(*inputs)
     _drop_dead_code(gm)
     captured.gm = gm
     return captured

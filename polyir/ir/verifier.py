@@ -242,6 +242,7 @@ class _FunctionChecker:
     function: Function
     kernels: Mapping[str, Function]
     statement_names: set[str] = field(default_factory=set)
+    thread_loops: set[str] = field(default_factory=set)
 
     def run(self) -> None:
         function = self.function
@@ -324,8 +325,11 @@ class _FunctionChecker:
             self.block(node.then_body, scope)
             self.block(node.else_body, scope)
         elif isinstance(node, Barrier):
-            if self.function.kind != "kernel":
-                raise VerifyError("barrier outside a kernel function", _where(self.function, "barrier", node))
+            # Before outlining, GPU-mapped IR in a host function may hold barriers
+            # inside its thread-mapped loops.
+            if self.function.kind != "kernel" and not self.thread_loops.intersection(scope):
+                raise VerifyError("barrier outside a kernel function and outside any thread-mapped loop",
+                                  _where(self.function, "barrier", node))
         elif isinstance(node, (FragmentFill, FragmentLoad, FragmentMMA, FragmentStore)):
             where = self.named(node, "statement")
             self.checked(where, self.fragment_op, node, scope)
@@ -379,6 +383,8 @@ class _FunctionChecker:
         if node.mapping is not None and node.mapping not in GPU_MAPPINGS:
             raise VerifyError(f"unknown GPU mapping {node.mapping!r}; expected one of "
                               f"{', '.join(GPU_MAPPINGS)}", where)
+        if node.mapping is not None and node.mapping.startswith("thread."):
+            self.thread_loops.add(node.var)
         self.block(node.body, scope + (node.var,))
 
     # -- GPU nodes -----------------------------------------------------------------

@@ -242,3 +242,22 @@ def test_expr_dtype() -> None:
     # fragments and scopes are the verifier's business, not the typing rule's
     frag = {"F": Buffer("F", DType.F32, (Aff.const(16), Aff.const(16)), MemorySpace.FRAGMENT)}
     assert expr_dtype(expr("F[0, 0] + F[1, 1]"), frag) is DType.F32
+
+
+def test_barrier_inside_thread_mapped_loop_of_host_function_is_valid() -> None:
+    # GPU-mapped IR before outlining keeps its barriers in the host function.
+    text = """func f(A: f32[64]) {
+  local s: f32[32] @shared
+  for b = 0 to 2 gpu=block.x {
+    for t = 0 to 32 gpu=thread.x {
+      S0: s[t] = A[32*b + t]
+      barrier
+      S1: A[32*b + t] = s[31 - t]
+    }
+  }
+}
+"""
+    polyir.verify(polyir.parse(text))
+    unmapped = text.replace(" gpu=thread.x", "")
+    with pytest.raises(polyir.VerifyError, match="outside any thread-mapped loop"):
+        polyir.verify(polyir.parse(unmapped))
