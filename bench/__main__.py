@@ -20,6 +20,11 @@ from typing import Any
 
 from bench.timing import machine_description
 
+
+def _threads_label() -> str:
+    from bench import config
+    return "all cores" if config.THREADS is None else str(config.THREADS)
+
 SECTIONS = ("kernels", "models", "compile", "scaling", "native", "gpu")
 FORMAT = 1
 """Version of the layout of results.json (bump when fields change meaning)."""
@@ -33,6 +38,7 @@ def run_sections(sections: list[str], quick: bool) -> dict[str, Any]:
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "command": " ".join(["python -m bench", *sys.argv[1:]]),
         "machine": machine_description(),
+        "threads": _threads_label(),
         "section_seconds": {},
         "notes": {},
         "failed_sections": [],
@@ -62,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes and few repetitions")
     parser.add_argument("--out", default="bench/results", help="folder for results.json and the PNGs")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="threads for polyir, torch and BLAS alike (default: all cores)")
     parser.add_argument("--sections", default=",".join(SECTIONS),
                         help=f"comma-separated subset of {','.join(SECTIONS)}")
     args = parser.parse_args(argv)
@@ -69,6 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(sections) - set(SECTIONS))
     if unknown:
         parser.error(f"unknown sections {unknown}; choose from {SECTIONS}")
+
+    if args.threads is not None and args.threads < 1:
+        parser.error("--threads must be at least 1")
+    from bench.config import configure_threads
+    configure_threads(args.threads)
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,7 @@ echo "== polyir gpu_check $(date -u +%FT%TZ) in $ROOT"
 if ls .whl/*.whl >/dev/null 2>&1; then
   echo "== installing wheels from .whl/"
   "$PY" -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
-  export PYTHONPATH="/tmp/site:$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+  export PYTHONPATH="$ROOT:/tmp/site${PYTHONPATH:+:$PYTHONPATH}"  # the checkout wins over a polyir wheel
 else
   export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 fi
@@ -40,7 +40,10 @@ try:
     print("gpus:", cupy.cuda.runtime.getDeviceCount(), "cc", cupy.cuda.Device().compute_capability)
 except Exception as error:
     print("cupy/GPU not usable:", error)
+    sys.exit(3)
 EOF
+GPU_STATUS=$?
+if [ "$GPU_STATUS" -ne 0 ]; then echo "!! no usable GPU/CuPy: the gpu tests below will be skipped"; fi
 
 echo "== GPU tests"
 T0=$(date +%s)
@@ -57,9 +60,9 @@ BENCH_STATUS=$?
 T2=$(date +%s)
 
 cat > "$OUT/summary.json" <<EOF
-{"tests_exit": $TEST_STATUS, "tests_s": $((T1 - T0)), "bench_exit": $BENCH_STATUS,
+{"gpu_usable": $([ "$GPU_STATUS" -eq 0 ] && echo true || echo false), "tests_exit": $TEST_STATUS, "tests_s": $((T1 - T0)), "bench_exit": $BENCH_STATUS,
  "bench_s": $((T2 - T1)), "total_s": $((T2 - START))}
 EOF
 echo "== summary: $(cat "$OUT/summary.json")"
-if [ "$TEST_STATUS" -ne 0 ] || [ "$BENCH_STATUS" -ne 0 ]; then exit 1; fi
+if [ "$GPU_STATUS" -ne 0 ] || [ "$TEST_STATUS" -ne 0 ] || [ "$BENCH_STATUS" -ne 0 ]; then exit 1; fi
 exit 0

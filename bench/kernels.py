@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from bench.caches import drop_polyir_memory_caches, polyir_cache, warm_up_polyir
+from bench.config import cpu_target
 from bench.numpy_kernels import NO_FORMULATION, NUMPY_KERNELS
 from bench.timing import interleaved_medians, ratio
 
@@ -117,7 +118,7 @@ def compile_seconds(func: Any, args: list[Any], cache_dir: str) -> tuple[float, 
     with polyir_cache(cache_dir):
         drop_polyir_memory_caches()
         start = time.perf_counter()
-        kernel = polyir.kernel(func)
+        kernel = polyir.kernel(func, target=cpu_target())
         kernel.compile_for(*args)
         return time.perf_counter() - start, kernel
 

@@ -20,6 +20,7 @@ from bench.caches import (
     warm_up_inductor,
     warm_up_polyir,
 )
+from bench.config import cpu_target
 from bench.timing import interleaved_medians, ratio
 from polyir.frontends.demo_models import SmallCNN, TransformerBlock
 
@@ -119,10 +120,11 @@ def make(name: str, batch: int, seed: int = 0) -> tuple[nn.Module, tuple[Any, ..
     return model, inputs(batch)
 
 
-def compile_polyir(model: nn.Module, inputs: tuple[Any, ...], target: str = "cpu") -> Any:
-    """``polyir.compile`` (it compiles for ``inputs`` before returning)."""
+def compile_polyir(model: nn.Module, inputs: tuple[Any, ...], target: Any = None) -> Any:
+    """``polyir.compile`` for ``target`` (default: the native CPU with ``--threads``);
+    it compiles for ``inputs`` before returning."""
     import polyir
-    return polyir.compile(model, inputs, target=target)
+    return polyir.compile(model, inputs, target=cpu_target() if target is None else target)
 
 
 def compile_inductor(model: nn.Module, inputs: tuple[Any, ...]) -> Callable[..., Any]:

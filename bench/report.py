@@ -113,8 +113,9 @@ def _ratio_bars(report: dict[str, Any]) -> list[tuple[str, list[tuple[str, float
             value = row.get(f"ratio_vs_{peer}")
             if value:
                 models.append((f"{row['model']} b{row['batch']} vs {peer}", value, colour))
-    others = [(f"{r['name']} vs {r.get('peer')}", r["ratio"], "tab:purple")
-              for section in ("native", "gpu") for r in report.get(section) or [] if r.get("ratio")]
+    others = [(f"{r['name']} {r.get('shape', '')} vs {r.get('peer')}", r["ratio"], "tab:purple")
+              for section in ("native", "gpu") for r in report.get(section) or []
+              if r.get("ratio") and not str(r.get("peer", "")).startswith(("polyir", "1 thread"))]
     panels = [("corpus kernels: polyir / numpy", kernels),
               ("models: polyir / eager (blue), / Inductor (orange)", models),
               ("native micro-benchmarks and GPU", others)]
@@ -128,6 +129,7 @@ def write_plots(report: dict[str, Any], out: Path) -> list[Path]:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import NullFormatter
     except ImportError:
         print("matplotlib is not installed: no pictures (pip install 'polyir[plots]')")
         return []
@@ -163,6 +165,12 @@ def write_plots(report: dict[str, Any], out: Path) -> list[Path]:
         for ax, (title, bars) in zip(axes[:, 0], panels):
             labels, values, colours = zip(*bars)
             ax.barh(range(len(bars)), values, color=colours)
+            for position, value in enumerate(values):
+                ax.annotate(f"{value:.2g}", (value, position), xytext=(2, 0), textcoords="offset points",
+                            va="center", fontsize=6)
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            low, high = min(values + (1.0,)), max(values + (1.0,))
+            ax.set_xlim(low / 1.5, high * 2.0)
             ax.set_yticks(range(len(bars)), labels, fontsize=7)
             ax.invert_yaxis()
             ax.axvline(1.0, color="black", linewidth=0.8)

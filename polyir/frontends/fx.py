@@ -113,7 +113,7 @@ def capture(model: torch.nn.Module, args: Sequence[Any]) -> Captured:
     inputs = [flat[i] for i in tensor_positions] + list(state.values())
     with torch.no_grad():
         gm = make_fx(torch.func.functionalize(traced, remove="mutations"),
-                     decomposition_table=_decompositions(), tracing_mode="fake")(*inputs)
+                     decomposition_table=_decompositions(), tracing_mode="real")(*inputs)
     _drop_dead_code(gm)
     captured.gm = gm
     return captured
@@ -328,7 +328,7 @@ def build_plan(model: torch.nn.Module, args: Sequence[Any], *, target: Any, fall
         names = sorted({op_name(s.node.target) for s in unsupported})
         where = ", ".join(f"{s.node.name} ({s.reason})" for s in unsupported)
         warnings.warn(f"polyir: operators without a lowering run in eager: {', '.join(names)}; "
-                      f"nodes: {where}", PolyirFallbackWarning, stacklevel=4)
+                      f"nodes: {where}", PolyirFallbackWarning, stacklevel=5)
     return plan
 
 

@@ -161,36 +161,54 @@ class _Translator:
         if kind == isl.ast_node_type.mark:
             return self.node(node.mark_get_node(), env)
         if kind == isl.ast_node_type.for_:
-            return [self.loop(node, env)]
+            return self.loop(node, env)
         if kind == isl.ast_node_type.if_:
             then = self.node(node.if_get_then_node(), env)
             other = self.node(node.if_get_else_node(), env) if node.if_has_else_node() else []
-            result_other: tuple[Node, ...] = tuple(other)
-            disjuncts = self.condition(node.if_get_cond(), env)
-            for conj in reversed(disjuncts):
-                result_other = (If(tuple(conj), tuple(then), result_other),)
-            return list(result_other)
+            return self.branch(node.if_get_cond(), env, then, other)
         if kind == isl.ast_node_type.user:
-            return [self.statement(node.user_get_expr(), env)]
+            return self.statement(node.user_get_expr(), env)
         raise CodegenError(f"isl AST node type {kind} is not supported")
 
-    def loop(self, node: isl.AstNode, env: Mapping[str, str]) -> For:
+    def loop(self, node: isl.AstNode, env: Mapping[str, str],
+             init: isl.AstExpr | None = None, cond: isl.AstExpr | None = None) -> list[Node]:
+        init = node.for_get_init() if init is None else init
+        cond = node.for_get_cond() if cond is None else cond
         iterator = node.for_get_iterator().get_id().get_name()
+        # a piecewise bound (isl's "c ? a : b") becomes an If around two loops
+        for which, expr in (("init", init), ("cond", cond)):
+            split = _split_select(expr)
+            if split is not None:
+                test, if_true, if_false = split
+                then = self.loop(node, env, *((if_true, cond) if which == "init" else (init, if_true)))
+                other = self.loop(node, env, *((if_false, cond) if which == "init" else (init, if_false)))
+                return self.branch(test, env, then, other, forbidden=iterator)
         name = self.loop_name(node, iterator, env)
         inner = {**env, iterator: name}
-        lower = self.bound_list(node.for_get_init(), env, _OP.max)
+        lower = self.bound_list(init, env, _OP.max)
         step = self._divisor(node.for_get_inc())
         upper: list[Aff] = []
-        for conj in _single(self.condition(node.for_get_cond(), inner), node):
+        for conj in _single(self.condition(cond, inner), cond):
             expr, is_eq = conj.as_nonnegative()  # expr >= 0
             coeff = expr.coefficient(name)
             rest = expr - Aff.var(name) * coeff
             if is_eq or coeff >= 0 or name in rest.variables():
-                raise CodegenError(f"loop condition {node.for_get_cond().to_C_str()} is not an upper bound")
+                raise CodegenError(f"loop condition {cond.to_C_str()} is not an upper bound")
             # coeff*v + rest >= 0 with coeff < 0  <=>  v <= floor(rest / -coeff)
             upper.append(rest // (-coeff) + 1)
         body = self.node(node.for_get_body(), inner)
-        return For(name, tuple(lower), tuple(upper), tuple(body), step=step)
+        return [For(name, tuple(lower), tuple(upper), tuple(body), step=step)]
+
+    def branch(self, test: isl.AstExpr, env: Mapping[str, str], then: list[Node],
+               other: list[Node], forbidden: str | None = None) -> list[Node]:
+        """``if (test) then else other`` (a disjunctive test becomes an else-chain)."""
+        disjuncts = self.condition(test, env)
+        if forbidden is not None and forbidden in env:
+            raise CodegenError(f"condition {test.to_C_str()} uses the loop iterator")
+        result: tuple[Node, ...] = tuple(other)
+        for conj in reversed(disjuncts):
+            result = (If(tuple(conj), tuple(then), result),)
+        return list(result)
 
     def loop_name(self, node: isl.AstNode, iterator: str, env: Mapping[str, str]) -> str:
         candidates: set[str] = set()
@@ -220,17 +238,36 @@ class _Translator:
                 return name
         return self.fresh_name(iterator)
 
-    def statement(self, expr: isl.AstExpr, env: Mapping[str, str]) -> Node:
+    def statement(self, expr: isl.AstExpr, env: Mapping[str, str]) -> list[Node]:
+        split = _split_select(expr)
+        if split is not None:
+            test, if_true, if_false = split
+            return self.branch(test, env, self.statement(if_true, env), self.statement(if_false, env))
         stmt = self.by_isl[expr.get_op_arg(0).get_id().get_name()]
         values = {var: self.aff(expr.get_op_arg(k + 1), env)
                   for k, var in enumerate(stmt.loop_vars)}
-        return substitute_statement(stmt.node, values)
+        return [substitute_statement(stmt.node, values)]
 
 
-def _single(disjuncts: list[list[Constraint]], node: isl.AstNode) -> list[Constraint]:
+def _single(disjuncts: list[list[Constraint]], cond: isl.AstExpr) -> list[Constraint]:
     if len(disjuncts) != 1:
-        raise CodegenError(f"loop condition {node.for_get_cond().to_C_str()} is a disjunction")
+        raise CodegenError(f"loop condition {cond.to_C_str()} is a disjunction")
     return disjuncts[0]
+
+
+def _split_select(expr: isl.AstExpr) -> tuple[isl.AstExpr, isl.AstExpr, isl.AstExpr] | None:
+    """``(c, e_true, e_false)`` for the first ``c ? a : b`` inside ``expr``: ``expr``
+    equals ``e_true`` where ``c`` holds and ``e_false`` elsewhere."""
+    if expr.get_type() != isl.ast_expr_type.op:
+        return None
+    if expr.get_op_type() in (_OP.select, _OP.cond):
+        return expr.get_op_arg(0), expr.get_op_arg(1), expr.get_op_arg(2)
+    for k in range(expr.get_op_n_arg()):
+        found = _split_select(expr.get_op_arg(k))
+        if found is not None:
+            test, if_true, if_false = found
+            return test, expr.set_op_arg(k, if_true), expr.set_op_arg(k, if_false)
+    return None
 
 
 # ------------------------------------------------------------ substitution

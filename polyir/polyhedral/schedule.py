@@ -32,22 +32,53 @@ def schedule_constraints(deps: Dependences, accept_reassociation: bool = False) 
 
 
 def compute_schedule(target: Scop | Function | Dependences,
-                     accept_reassociation: bool = False) -> isl.Schedule:
-    """isl's schedule for ``target``; it is checked against the dependences."""
+                     accept_reassociation: bool = False, wavefront: bool = True) -> isl.Schedule:
+    """isl's schedule for ``target``, with :func:`wavefront_bands` applied
+    unless ``wavefront`` is False; it is checked against the dependences."""
     if isinstance(target, Dependences):
         deps = target
     else:
         deps = compute_dependences(target if isinstance(target, Scop) else extract(target))
     schedule = schedule_constraints(deps, accept_reassociation).compute_schedule()
+    if wavefront:
+        schedule = wavefront_bands(schedule)
     check_schedule(deps, schedule, accept_reassociation).require()
     return schedule
 
 
-def reschedule_function(function: Function, accept_reassociation: bool = False) -> Function:
+def wavefront_bands(schedule: isl.Schedule) -> isl.Schedule:
+    """Skew each permutable band of two or more members with no coincident
+    (parallel) member into a wavefront: its first member becomes the sum of
+    all members. Every dependence inside such a band has non-negative
+    components, so the sum is positive for each one the band carries and the
+    remaining members carry none (they become parallel)."""
+
+    def rewrite(node: isl.ScheduleNode) -> isl.ScheduleNode:
+        if node.get_type() != isl.schedule_node_type.band:
+            return node
+        n = node.band_n_member()
+        if n < 2 or not node.band_get_permutable() or \
+                any(node.band_member_get_coincident(k) for k in range(n)):
+            return node
+        partial = node.band_get_partial_schedule()
+        total = partial.get_at(0)
+        for k in range(1, n):
+            total = total.add(partial.get_at(k))
+        node = node.delete().insert_partial_schedule(partial.set_at(0, total))
+        node = node.band_set_permutable(1)
+        for k in range(1, n):
+            node = node.band_member_set_coincident(k, 1)
+        return node
+
+    return schedule.get_root().map_descendant_bottom_up(rewrite).get_schedule()
+
+
+def reschedule_function(function: Function, accept_reassociation: bool = False,
+                        wavefront: bool = True) -> Function:
     """``function`` with its body generated from isl's schedule."""
     scop = extract(function)
     if scop.domain.is_empty():
         return replace(function, body=())
     deps = compute_dependences(scop)
-    schedule = compute_schedule(deps, accept_reassociation)
+    schedule = compute_schedule(deps, accept_reassociation, wavefront)
     return replace(function, body=generate(scop, schedule))

@@ -12,6 +12,8 @@ sequence of ``Launch`` nodes, on the current CUDA device:
   out; torch ``bfloat16`` CUDA tensors are used in place.
 * Host-function locals become zero-filled device arrays.
 * A launch whose grid has a dimension <= 0 runs nothing.
+* The PTX is loaded with ``cupy.RawModule(path=...)`` (``code=`` would be CUDA
+  C++ for NVRTC) from a temporary file, the driver JIT-compiling it.
 
 Without CuPy or without a GPU, calling raises :class:`polyir.DeviceError`
 saying which; importing this module never needs either.
@@ -19,6 +21,8 @@ saying which; importing this module never needs either.
 from __future__ import annotations
 
 import numbers
+import os
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -71,11 +75,19 @@ class CudaProgram:
             if not is_launch_code(node):
                 raise DeviceError(f"function '{self.entry.name}': host code other than "
                                   f"launches cannot run on the CUDA runtime ({type(node).__name__})")
-        try:
-            self.raw = self.cupy.RawModule(code=ptx)
-        except Exception as error:
-            raise DeviceError(f"CUDA driver rejected the PTX: {error}") from None
         self._functions: dict[str, Any] = {}
+        # RawModule(code=...) means CUDA C++ for NVRTC; PTX is loaded from a file.
+        # Loading is lazy in CuPy, so every kernel is fetched before the file goes.
+        with tempfile.TemporaryDirectory(prefix="polyir-ptx-") as folder:
+            path = os.path.join(folder, "module.ptx")
+            with open(path, "w") as handle:
+                handle.write(ptx)
+            try:
+                self.raw = self.cupy.RawModule(path=path)
+                for name in kernels:
+                    self._functions[name] = self.raw.get_function(name)
+            except Exception as error:
+                raise DeviceError(f"the CUDA driver could not load the PTX: {error}") from None
 
     def function(self, name: str, shared_bytes: int) -> Any:
         fn = self._functions.get(name)
@@ -198,12 +210,13 @@ class CudaProgram:
         name = f"{self.entry.name}: argument {position} ('{param.name}')"
         expected = _device_dtype(param.dtype)
         if type(value).__module__.startswith("torch"):
+            value = value.detach()  # __cuda_array_interface__ refuses tensors that need grad
             if value.device.type == "cuda":
                 if param.dtype is DType.BF16 and str(value.dtype) == "torch.bfloat16":
                     return _Argument(_TorchBF16(value))
                 value = cp.asarray(value)  # __cuda_array_interface__: no copy
             else:
-                value = value.detach().numpy()
+                value = value.numpy()
         if isinstance(value, (numbers.Number, np.generic)) and param.rank == 0:
             value = np.asarray(value, dtype=param.dtype.numpy)
         if isinstance(value, cp.ndarray):

@@ -1,31 +1,21 @@
 """Hypothesis strategies of random, valid polyir programs.
 
-``programs()`` draws modules with one host function: imperfect loop nests,
-parametric, constant, triangular and ``max``/``min`` bounds, steps, shifted,
-strided, reversed and transposed accesses, reductions, scalar temporaries,
-lookup tables, affine ``if``s, and a mix of buffer and ``Symbol`` parameters.
+``programs()`` draws modules with one host function: imperfect and perfect
+loop nests, parametric, constant, triangular and ``max``/``min`` bounds,
+steps, shifted, strided, reversed, transposed and gathered accesses,
+reductions, recurrences and in-place stencils along any loop level, scalar
+temporaries (numeric and bool), lookup tables, affine ``if``s, a mix of
+buffer and ``Symbol`` parameters, and optionally correct ``parallel`` marks.
 
-Every program is in bounds for *every* value >= 1 of its size symbols:
-
-* each loop variable ``v`` is known to lie in ``[low, E - 1]`` where ``E`` (its
-  *extent*) is a size symbol or a constant, and ``low`` a constant: the lower
-  bound is ``>= low`` and the upper bound is ``min(E, ...)`` or ``E - c``;
-* a subscript is an affine expression of loop variables whose smallest value
-  is provably ``>= 0``; its largest value, plus one, is an affine expression in
-  the symbols with non-negative coefficients;
-* each parameter dimension is the coefficient-wise maximum of what its
-  subscripts need (e.g. ``2*N + 3``), which dominates each of them whenever
-  the symbols are >= 0.
-
-Local arrays are read only after a nest that writes every element, and a
-scalar temporary only after its write in the same block, so no program reads
-memory that native code would leave undefined. See ``_values`` for how values
-stay finite.
+Every program is in bounds for *every* value >= 1 of its size symbols (see
+``_access``), reads no memory before writing it (locals: tables are read only
+after the nest that writes every element, a temporary only after its write in
+the same block, write-only scratch arrays never), and keeps its values finite
+and well-conditioned whatever the trip counts (see ``_values``).
 """
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from hypothesis import strategies as st
@@ -44,85 +34,25 @@ from polyir.ir.nodes import (
     Load,
     Module,
     Node,
+    Select,
     Symbol,
 )
 from polyir.ir.types import DType, MemorySpace
-from polyir.testing import _values
+from polyir.testing import _marks, _values
+from polyir.testing._access import AccessDrawer, BufferPlan, LoopVar, _Scope, cover
 
 T = TypeVar("T")
 
 SYMBOL_NAMES = ("N", "M", "P")
 INPUT_NAMES = ("A", "B", "C", "D", "E", "F")
+INDEX_BUFFER_NAME = "G"
 LOOP_NAMES = ("i", "j", "k", "l")
+HALF_TYPES = (DType.F16, DType.BF16)
+
+__all__ = ["programs", "BufferPlan", "LoopVar"]
 
 
-@dataclass(frozen=True)
-class LoopVar:
-    """A loop variable in scope: every value it takes lies in ``[low, extent - 1]``."""
-
-    name: str
-    extent: Aff
-    low: int
-
-
-@dataclass
-class BufferPlan:
-    """A buffer being generated. ``role`` is ``input`` (never written),
-    ``output`` (parameter, updated), ``table`` (local, written once by a full
-    nest and read-only afterwards), ``scratch`` (local, write-only) or ``temp``
-    (0-d local written once per block before its reads)."""
-
-    name: str
-    dtype: DType
-    rank: int
-    role: str
-    shape: tuple[Aff, ...] | None = None
-    needs: list[list[Aff]] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class _Scope:
-    loops: tuple[LoopVar, ...] = ()
-    temps: tuple[BufferPlan, ...] = ()
-
-    def enter(self, loop: LoopVar) -> _Scope:
-        return _Scope(self.loops + (loop,), self.temps)
-
-
-def _nonnegative_for_positive_symbols(expr: Aff) -> bool:
-    """True when ``expr`` (in symbols only) is >= 0 whenever every symbol is >= 1."""
-    return all(c >= 0 for _, c in expr.terms) and \
-        expr.evaluate({name: 1 for name in expr.variables()}) >= 0
-
-
-def _extreme(expr: Aff, loops: Sequence[LoopVar], largest: bool) -> Aff:
-    """The largest (or smallest) value of ``expr`` over the loop ranges, in symbols."""
-    mapping: dict[str, Aff] = {}
-    for loop in loops:
-        coefficient = expr.coefficient(loop.name)
-        if coefficient == 0:
-            continue
-        upper = (coefficient > 0) == largest
-        mapping[loop.name] = loop.extent - 1 if upper else Aff.const(loop.low)
-    return expr.substitute(mapping)
-
-
-def _cover(needs: Sequence[Aff]) -> Aff:
-    """An affine size >= every need for symbols >= 1: the coefficient-wise maximum."""
-    coefficients: dict[str, int] = {}
-    constant = 0
-    for need in needs:
-        for name in need.variables():
-            coefficients[name] = max(coefficients.get(name, 0), need.coefficient(name))
-        constant = max(constant, need.constant)
-    size = Aff.const(constant)
-    for name, coefficient in sorted(coefficients.items()):
-        size = size + coefficient * Aff.var(name)
-    smallest = size.evaluate({name: 1 for name in size.variables()})
-    return size + (1 - smallest) if smallest < 1 else size
-
-
-class _ProgramBuilder:
+class _ProgramBuilder(AccessDrawer):
     """Draws one program; every choice goes through ``draw`` so Hypothesis can
     shrink it (the first option of each choice is the simplest)."""
 
@@ -133,6 +63,12 @@ class _ProgramBuilder:
         self.allow_ifs: bool = options["allow_ifs"]
         self.allow_steps: bool = options["steps"]
         self.allow_locals: bool = options["locals"]
+        self.allow_gathers: bool = options["gathers"]
+        self.allow_bools: bool = options["bools"]
+        self.allow_math: bool = options["math"]
+        self.perfect: bool | None = options["perfect"]
+        self.mark: bool = options["mark_parallel"]
+        self.all_bounded: bool = options["bounded"]
         self.symbols: tuple[str, ...] = ()
         self.used_symbols: set[str] = set()
         self.inputs: list[BufferPlan] = []
@@ -144,6 +80,7 @@ class _ProgramBuilder:
         self.name_stride = 1
         self.float_dtypes = tuple(DType(d) for d in options["dtypes"])
         self.ints = options["ints"]
+        self.approximate_calls = False
 
     # -- choices ----------------------------------------------------------
     def pick(self, options: Sequence[T]) -> T:
@@ -173,14 +110,26 @@ class _ProgramBuilder:
     def build(self, symbolic: bool) -> Module:
         if symbolic:
             self.symbols = SYMBOL_NAMES[: self.draw(st.integers(1, len(SYMBOL_NAMES)))]
+        full = [d for d in self.float_dtypes if d not in HALF_TYPES]
+        if self.allow_math and full and (len(full) == len(self.float_dtypes) or self.chance(50)):
+            # exp/tanh/sigmoid only where no half-precision rounding can amplify their ulps
+            self.float_dtypes, self.approximate_calls = tuple(full), True
         self.main_dtype = self.pick(self.float_dtypes)
         self._plan_parameters()
         if self.chance(20):
             self.name_offset, self.name_stride = self.draw(st.integers(1, 9)), self.draw(st.integers(1, 3))
-        body = self.block(_Scope(), depth=0, top_level=True)
+        perfect = self.chance(30) if self.perfect is None else self.perfect
+        if perfect and self.max_depth >= 1:
+            body = self.perfect_nests()
+        else:
+            body = self.block(_Scope(), depth=0, top_level=True)
+        if self.mark:
+            body = _marks.mark_parallel(body, lambda: not self.chance(15))
         return Module((self._function(body),))
 
-    def _dtype(self) -> DType:
+    def _dtype(self, role: str = "output") -> DType:
+        if self.allow_bools and self.chance(8 if role == "output" else 12):
+            return DType.BOOL
         if self.ints and self.chance(15):
             return DType.I32
         if len(self.float_dtypes) > 1 and self.chance(25):
@@ -192,14 +141,19 @@ class _ProgramBuilder:
         for index in range(count):
             rank = self.weighted({1: 4, 2: 4, 0: 1, 3: 2})
             role = "output" if index == 0 or self.chance(30) else "input"
-            plan = BufferPlan(INPUT_NAMES[index], self._dtype(), rank, role,
-                              needs=[[] for _ in range(rank)])
+            plan = BufferPlan(INPUT_NAMES[index], self._dtype(role), rank, role,
+                              needs=[[] for _ in range(rank)],
+                              bounded=role == "input" or self.all_bounded or self.chance(55))
             (self.outputs if role == "output" else self.inputs).append(plan)
+        if self.allow_gathers and self.ints and self.chance(25):
+            rank = self.draw(st.integers(1, 2))
+            self.inputs.append(BufferPlan(INDEX_BUFFER_NAME, self.pick((DType.I32, DType.I64)), rank, "input",
+                                          needs=[[] for _ in range(rank)]))
 
     def _function(self, body: tuple[Node, ...]) -> Function:
         params: list[Buffer | Symbol] = []
         for plan in sorted(self.inputs + self.outputs, key=lambda p: p.name):
-            shape = tuple(_cover(needs) if needs else self._default_extent() for needs in plan.needs)
+            shape = tuple(cover(needs) if needs else self._default_extent() for needs in plan.needs)
             params.append(Buffer(plan.name, plan.dtype, shape))
         defined = {p.shape[d].terms[0][0] for p in params if isinstance(p, Buffer)
                    for d in range(p.rank)
@@ -213,7 +167,7 @@ class _ProgramBuilder:
             if name in self.used_symbols and (name not in defined or self.chance(25)):
                 params.insert(self.draw(st.integers(0, len(params))), Symbol(name))
         locals_ = tuple(Buffer(p.name, p.dtype, p.shape if p.shape is not None else
-                               tuple(_cover(needs) if needs else self._default_extent() for needs in p.needs),
+                               tuple(cover(needs) if needs else self._default_extent() for needs in p.needs),
                                MemorySpace.GLOBAL) for p in self.locals)
         return Function("f", tuple(params), body, locals_)
 
@@ -244,6 +198,8 @@ class _ProgramBuilder:
                 kinds["if"] = 1
             if self.allow_locals and self.remaining >= 2:
                 kinds["temp"] = 1
+                if self.allow_bools:
+                    kinds["bool_temp"] = 1
                 if top_level and self.max_depth >= 1:
                     kinds["table"] = 1
             kind = self.weighted(kinds)
@@ -251,17 +207,57 @@ class _ProgramBuilder:
                 nodes.append(self.loop(scope, depth))
             elif kind == "if":
                 nodes.append(self.if_node(scope, depth))
-            elif kind == "temp":
-                temp = self._new_local(self.main_dtype, 0, "temp")
-                nodes.append(self.assign(temp, (), self._once_written_value(scope, temp.dtype)))
-                scope = _Scope(scope.loops, scope.temps + (temp,))
+            elif kind in ("temp", "bool_temp"):
+                node, scope = self.temporary(scope, kind == "bool_temp")
+                nodes.append(node)
             elif kind == "table":
                 nodes.append(self.table_nest())
             else:
                 nodes.append(self.statement(scope))
         return tuple(nodes)
 
-    def loop(self, scope: _Scope, depth: int) -> For:
+    def flat_block(self, scope: _Scope) -> tuple[Node, ...]:
+        """One to three statements (the body of a perfect nest)."""
+        nodes: list[Node] = []
+        wanted = self.draw(st.integers(1, 3))
+        while len(nodes) < wanted and self.remaining > 0:
+            kind = "statement"
+            if self.allow_locals and self.remaining >= 2 and len(nodes) < wanted - 1:
+                kind = self.weighted({"statement": 4, "temp": 1, "bool_temp": 1 if self.allow_bools else 0})
+            if kind == "statement":
+                nodes.append(self.statement(scope))
+            else:
+                node, scope = self.temporary(scope, kind == "bool_temp")
+                nodes.append(node)
+        return tuple(nodes)
+
+    def perfect_nests(self) -> tuple[Node, ...]:
+        """One or two perfect nests: chains of loops, statements only innermost."""
+        nests: list[Node] = []
+        for _ in range(1 + int(self.chance(30))):
+            if self.remaining <= 0:
+                break
+            depth = self.draw(st.integers(min(2, self.max_depth), self.max_depth))
+
+            def inner(scope: _Scope, level: int = 1, depth: int = depth) -> tuple[Node, ...]:
+                if level == depth:
+                    return self.flat_block(scope)
+                return (self.loop(scope, level, lambda s: inner(s, level + 1)),)
+
+            nests.append(self.loop(_Scope(), 0, inner))
+        return tuple(nests)
+
+    def temporary(self, scope: _Scope, is_bool: bool) -> tuple[Node, _Scope]:
+        """A 0-d local written here; the scope in which later nodes may read it."""
+        if is_bool:
+            temp = self._new_local(DType.BOOL, 0, "temp")
+            return self.assign(temp, (), _values.condition(self, scope)), scope.with_temp(temp)
+        temp = self._new_local(self.main_dtype, 0, "temp")
+        value, temp.bounded = self._once_written_value(scope, temp.dtype)
+        return self.assign(temp, (), value), scope.with_temp(temp)
+
+    def loop(self, scope: _Scope, depth: int,
+             inner: Callable[[_Scope], tuple[Node, ...]] | None = None) -> For:
         name = LOOP_NAMES[depth] if depth < len(LOOP_NAMES) else f"v{depth}"
         extent = self.extent()
         outer = self.pick(scope.loops) if scope.loops else None
@@ -295,7 +291,8 @@ class _ProgramBuilder:
         if len(upper) > 1 and self.flag():
             upper = upper[::-1]
         step = self.weighted({1: 8, 2: 2, 3: 1}) if self.allow_steps else 1
-        body = self.block(scope.enter(LoopVar(name, extent, low)), depth + 1)
+        inner_scope = scope.enter(LoopVar(name, extent, low))
+        body = inner(inner_scope) if inner is not None else self.block(inner_scope, depth + 1)
         return For(name, lower, upper, body, step=step)
 
     def if_node(self, scope: _Scope, depth: int) -> If:
@@ -338,43 +335,94 @@ class _ProgramBuilder:
         table = self._new_local(self.main_dtype, rank, "table", shape)
         scope = _Scope(tuple(LoopVar(LOOP_NAMES[d], shape[d], 0) for d in range(rank)))
         indices = tuple(Aff.var(LOOP_NAMES[d]) for d in range(rank))
-        node: Node = self.assign(table, indices, self._once_written_value(scope, table.dtype))
+        value, table.bounded = self._once_written_value(scope, table.dtype)
+        node: Node = self.assign(table, indices, value)
         for d in reversed(range(rank)):
             node = For(LOOP_NAMES[d], (Aff.const(0),), (shape[d],), (node,))
         self.tables_ready.append(table)
         return node
 
-    def _once_written_value(self, scope: _Scope, dtype: DType) -> Expr:
-        """The value of a temporary or table: small, and reading no other
-        temporary or table, so magnitudes cannot compound through chains."""
-        tables, self.tables_ready = self.tables_ready, []
+    def _once_written_value(self, scope: _Scope, dtype: DType) -> tuple[Expr, bool]:
+        """The value of a temporary or table and whether it is in the unit range.
+        It reads only unit temporaries and tables, so magnitudes cannot compound
+        through chains of temporaries; it may read updated buffers."""
+        tables = self.tables_ready
+        self.tables_ready = [t for t in tables if t.bounded]
+        unit_scope = _Scope(scope.loops, tuple(t for t in scope.temps if t.bounded or t.dtype is DType.BOOL))
         try:
-            return _values.small_expr(self, _Scope(scope.loops), dtype)
+            if self.chance(35):
+                return _values.small_expr(self, unit_scope, dtype), False
+            return _values.unit_expr(self, unit_scope, dtype), True
         finally:
             self.tables_ready = tables
 
     def statement(self, scope: _Scope) -> Assign:
         targets = list(self.outputs)
         if self.allow_locals and self.chance(10):
-            targets = [self._new_local(self._dtype(), self.draw(st.integers(0, 2)), "scratch")]
+            dtype = self._dtype()
+            targets = [self._new_local(DType.F32 if dtype is DType.BOOL else dtype,
+                                       self.draw(st.integers(0, 2)), "scratch")]
         plan = self.pick(targets)
         indices = self.subscripts(plan, scope)
-        kind = self.weighted({"assign": 4, "reduce": 4, "scale": 1, "max": 1, "blend": 2})
+        itself = Load(plan.name, indices)
+        if plan.role == "scratch":  # write-only: never read, not even by itself
+            value = _values.big_expr(self, scope, plan.dtype)
+        elif plan.dtype is DType.BOOL:
+            shifted = self.shifted(plan, indices, scope)
+            value = _values.bool_update(self, scope, plan, itself,
+                                        None if shifted is None else Load(plan.name, shifted))
+        elif plan.bounded:
+            value = self._bounded_update(plan, indices, scope)
+        else:
+            value = self._accumulating_update(plan, indices, scope)
+        return self.assign(plan, indices, value)
+
+    def _self_read(self, plan: BufferPlan, indices: tuple[Aff, ...], scope: _Scope) -> Load:
+        """``plan`` read at a neighbour of ``indices`` (or at ``indices``)."""
+        shifted = self.shifted(plan, indices, scope)
+        return Load(plan.name, indices if shifted is None else shifted)
+
+    def _bounded_update(self, plan: BufferPlan, indices: tuple[Aff, ...], scope: _Scope) -> Expr:
+        """A unit value for a bounded output, often reading the output itself."""
         dtype = plan.dtype
         itself = Load(plan.name, indices)
+        kind = self.weighted({"assign": 3, "stencil": 3, "blend": 2, "max": 2, "product": 1, "select": 1})
+        if kind == "stencil":
+            if not dtype.is_float:
+                return _values.mean(self, self._self_read(plan, indices, scope),
+                                    _values.unit_expr(self, scope, dtype, 1), dtype)
+            weights = self.pick(_values.CONVEX_WEIGHTS)
+            terms = [(w, self._self_read(plan, indices, scope) if n == 0 or self.chance(60)
+                      else _values.unit_expr(self, scope, dtype, 1)) for n, w in enumerate(weights)]
+            return _values.convex(dtype, terms)
+        if kind == "blend" and dtype.is_float:
+            weight = self.pick((0.5, 0.25, 0.75))
+            return _values.convex(dtype, [(weight, itself), (1.0 - weight, _values.unit_expr(self, scope, dtype))])
+        if kind == "max":
+            return Call(self.pick(("max", "min")), (itself, _values.unit_expr(self, scope, dtype)))
+        if kind == "product" and dtype.is_float:
+            return BinOp("*", itself, _values.unit_expr(self, scope, dtype))
+        if kind == "select":
+            return Select(_values.condition(self, scope), itself, _values.unit_expr(self, scope, dtype))
+        return _values.unit_expr(self, scope, dtype)
+
+    def _accumulating_update(self, plan: BufferPlan, indices: tuple[Aff, ...], scope: _Scope) -> Expr:
+        """A value for an output that may grow linearly (sums, recurrences)."""
+        dtype = plan.dtype
+        itself = Load(plan.name, indices)
+        kind = self.weighted({"assign": 4, "reduce": 4, "scale": 1, "max": 1, "blend": 2, "recurrence": 1})
         if kind == "reduce":
-            value: Expr = BinOp(self.pick(("+", "-")), itself,
-                                                _values.small_expr(self, scope, dtype))
-        elif kind == "scale" and dtype.is_float:
-            value = BinOp("+", BinOp("*", itself, Const(0.5, dtype)),
-                                  _values.small_expr(self, scope, dtype))
-        elif kind == "blend":
-            value = _values.mean(self, itself, _values.big_expr(self, scope, dtype), dtype)
-        elif kind == "max":
-            value = Call(self.pick(("max", "min")), (itself, _values.big_expr(self, scope, dtype)))
-        else:
-            value = _values.big_expr(self, scope, dtype)
-        return self.assign(plan, indices, value)
+            term = _values.unit_expr(self, scope, dtype) if self.flag() else _values.small_expr(self, scope, dtype)
+            return BinOp(self.pick(("+", "-")), itself, term)
+        if kind == "scale" and dtype.is_float:
+            return BinOp("+", BinOp("*", itself, Const(0.5, dtype)), _values.small_expr(self, scope, dtype))
+        if kind == "blend":
+            return _values.mean(self, itself, _values.big_expr(self, scope, dtype), dtype)
+        if kind == "max":
+            return Call(self.pick(("max", "min")), (itself, _values.big_expr(self, scope, dtype)))
+        if kind == "recurrence":
+            return BinOp("+", self._self_read(plan, indices, scope), _values.unit_expr(self, scope, dtype))
+        return _values.big_expr(self, scope, dtype)
 
     def assign(self, plan: BufferPlan, indices: tuple[Aff, ...], value: Expr) -> Assign:
         name = f"S{self.name_offset + self.name_stride * self.statement_count}"
@@ -384,64 +432,12 @@ class _ProgramBuilder:
 
     def _new_local(self, dtype: DType, rank: int, role: str,
                    shape: tuple[Aff, ...] | None = None) -> BufferPlan:
-        prefix = {"temp": "t", "table": "T", "scratch": "W"}[role]
-        name = f"{prefix}{sum(1 for p in self.locals if p.role == role)}"
+        prefix = {"temp": "b" if dtype is DType.BOOL else "t", "table": "T", "scratch": "W"}[role]
+        name = f"{prefix}{sum(1 for p in self.locals if p.name.startswith(prefix))}"
         plan = BufferPlan(name, dtype, rank, role, shape=() if rank == 0 else shape,
                           needs=[[] for _ in range(rank)])
         self.locals.append(plan)
         return plan
-
-    # -- subscripts ---------------------------------------------------------
-    def subscripts(self, plan: BufferPlan, scope: _Scope) -> tuple[Aff, ...]:
-        """In-bounds subscripts for every dimension of ``plan``. Dimension ``d``
-        prefers the loop at depth ``d`` (``A[i, j]``), sometimes with the two
-        innermost loops swapped (``A[j, i]``, a transposed access)."""
-        order = scope.loops
-        if plan.rank >= 2 and len(order) >= 2 and self.chance(30):
-            order = order[:-2] + (order[-1], order[-2])
-        return tuple(self.subscript(plan, d, scope.loops, order) for d in range(plan.rank))
-
-    def subscript(self, plan: BufferPlan, dim: int, loops: tuple[LoopVar, ...],
-                  preferred: tuple[LoopVar, ...]) -> Aff:
-        """An in-bounds subscript for dimension ``dim`` of ``plan``."""
-        index = self._draw_subscript(loops, preferred, dim)
-        if plan.shape is not None:
-            extent = plan.shape[dim]
-            if not self._fits(index, loops, extent):
-                matching = [v for v in loops if v.extent == extent]
-                index = Aff.var(matching[-1].name) if matching else Aff.const(0)
-            return index
-        need = _extreme(index, loops, largest=True) + 1
-        assert _nonnegative_for_positive_symbols(_extreme(index, loops, largest=False)), index
-        self.used_symbols |= need.variables()
-        plan.needs[dim].append(need)
-        return index
-
-    @staticmethod
-    def _fits(index: Aff, loops: Sequence[LoopVar], extent: Aff) -> bool:
-        low, high = _extreme(index, loops, False), _extreme(index, loops, True)
-        return _nonnegative_for_positive_symbols(low) and \
-            _nonnegative_for_positive_symbols(extent - 1 - high)
-
-    def _draw_subscript(self, loops: tuple[LoopVar, ...], preferred: tuple[LoopVar, ...], dim: int) -> Aff:
-        if not loops:
-            return Aff.const(self.draw(st.integers(0, 2)))
-        kind = self.weighted({"var": 10, "const": 1, "shift": 2, "stride": 2, "sum": 1, "reverse": 1})
-        default = preferred[min(dim, len(preferred) - 1)]
-        loop = default if self.chance(50) else self.pick(loops)
-        v = Aff.var(loop.name)
-        if kind == "const":
-            return Aff.const(self.draw(st.integers(0, 2)))
-        if kind == "shift":
-            return v + self.pick(tuple(c for c in (1, -1, 2, -2) if c >= -loop.low) or (1,))
-        if kind == "stride":
-            return 2 * v + self.draw(st.integers(0, 1))
-        if kind == "sum":
-            return v + Aff.var(self.pick(loops).name)
-        if kind == "reverse":
-            self.used_symbols |= loop.extent.variables()
-            return loop.extent - 1 - v
-        return v
 
 
 def _pretty_module(module: Module, printer: Any, cycle: bool) -> None:
@@ -467,25 +463,42 @@ _register_pretty_printer()
 
 def programs(max_depth: int = 4, max_statements: int = 5, symbolic: bool = True, allow_ifs: bool = True,
              dtypes: Sequence[str] = ("f32", "f64"), *, ints: bool = True, locals: bool = True,
-             steps: bool = True) -> st.SearchStrategy[Module]:
+             steps: bool = True, bools: bool | None = None, gathers: bool = True, math: bool = True,
+             perfect: bool | None = None, mark_parallel: bool = False,
+             bounded: bool = False) -> st.SearchStrategy[Module]:
     """A strategy of random valid modules with one host function ``f``.
 
     ``max_depth`` bounds loop nesting, ``max_statements`` the number of
     statements; ``symbolic=False`` gives constant bounds only; ``allow_ifs``
     enables affine ``if``s; ``dtypes`` are the floating types buffers may
-    have, and ``ints`` adds some ``i32`` buffers; ``locals`` enables scalar
-    temporaries, lookup tables and write-only scratch arrays; ``steps``
-    enables loop steps above 1. Programs are in bounds for every symbol
-    value >= 1 (see ``symbol_values``) and shrink toward one statement in
-    one loop.
+    have, and ``ints`` adds some ``i32`` buffers (and an ``i32``/``i64`` index
+    buffer ``G``); ``locals`` enables scalar temporaries, lookup tables and
+    write-only scratch arrays; ``steps`` enables loop steps above 1; ``bools``
+    adds bool buffers and bool temporaries (default: as ``ints``, so
+    ``ints=False`` still means floating buffers only); ``gathers`` adds gathered reads
+    ``E[abs(cast<i64>(G[i])) % N]``; ``math`` adds ``exp``/``tanh``/``sigmoid``
+    (in programs without f16/bf16 values). ``perfect=True`` makes every
+    program one or two perfect nests, ``False`` never forces one, ``None``
+    (default) about 30%. ``mark_parallel=True`` marks loops ``parallel`` where
+    they provably carry no dependence (never elsewhere). ``bounded=True``
+    makes every output *bounded*: its values stay in [-1, 1] (ints in
+    [-4, 4]) for any sizes, instead of some outputs growing linearly.
+
+    Programs are in bounds for every symbol value >= 1 (see
+    ``symbol_values``), read no uninitialised memory, keep values finite and
+    well-conditioned, and shrink toward one statement in one loop.
     """
     if max_depth < 0 or max_statements < 1:
         raise ValueError("programs() needs max_depth >= 0 and max_statements >= 1")
     for name in dtypes:
         if not DType(name).is_float:
             raise ValueError(f"dtypes lists floating types only (use ints=True for i32), not {name!r}")
+    if not dtypes:
+        raise ValueError("programs() needs at least one floating type in dtypes")
     options = dict(max_depth=max_depth, max_statements=max_statements, allow_ifs=allow_ifs,
-                   dtypes=tuple(dtypes), ints=ints, locals=locals, steps=steps)
+                   dtypes=tuple(dtypes), ints=ints, locals=locals, steps=steps,
+                   gathers=gathers, math=math, perfect=perfect, mark_parallel=mark_parallel,
+                   bounded=bounded, bools=ints if bools is None else bools)
 
     @st.composite
     def draw_program(draw: Callable[[st.SearchStrategy[Any]], Any]) -> Module:

@@ -88,8 +88,11 @@ class RawModule:
     current_ir: Module | None = None
     launches: list[dict[str, Any]] = []
 
-    def __init__(self, code: str):
-        assert code.lstrip().startswith("//") and ".entry" in code
+    def __init__(self, code: str | None = None, *, path: str | None = None):
+        assert code is None and path is not None, "PTX must be loaded from a file (code= is C++)"
+        with open(path) as handle:
+            ptx = handle.read()
+        assert ptx.lstrip().startswith("//") and ".entry" in ptx
         assert RawModule.current_ir is not None
         self.module = RawModule.current_ir
 

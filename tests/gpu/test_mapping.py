@@ -9,12 +9,12 @@ from hypothesis import given, settings
 
 from polyir.errors import CompileError, PassError
 from polyir.gpu.mapping import MapOptions, map_module
-from polyir.ir.interpreter import interpret
+from polyir.ir.interpreter import InterpretError, interpret
 from polyir.ir.nodes import Barrier, For, Launch
 from polyir.ir.parser import parse
 from polyir.ir.verifier import verify
 from polyir.passes import transform
-from polyir.testing import assert_equivalent, programs
+from polyir.testing import assert_equivalent, programs, random_arguments, symbol_values
 from tests.conftest import examples
 from tests.gpu.kernels import ELEMENTWISE, SHARED_TILED_MATMUL, host_fragment_matmul
 
@@ -136,11 +136,13 @@ def test_removing_the_barriers_breaks_the_shared_tile_kernel() -> None:
             rng.standard_normal((k, m)).astype(np.float32)]
     expected = args[0] + args[1] @ args[2]
     good = [a.copy() for a in args]
-    interpret(mapped, *good, parallel_order="reverse")
+    interpret(mapped, *good, parallel_order="reverse", detect_races=True)
     np.testing.assert_allclose(good[0], expected, rtol=1e-4, atol=1e-4)
     bad = [a.copy() for a in args]
     interpret(broken, *bad, parallel_order="reverse")
     assert not np.allclose(bad[0], expected, rtol=1e-4, atol=1e-4)
+    with pytest.raises(InterpretError, match="data race"):
+        interpret(broken, *[a.copy() for a in args], detect_races=True)
 
 
 def test_fragment_nest_maps_to_one_warp_per_tile() -> None:
@@ -156,7 +158,7 @@ def test_fragment_nest_maps_to_one_warp_per_tile() -> None:
     a = rng.standard_normal((m, k)).astype(np.float16)
     b = rng.standard_normal((k, n)).astype(np.float16)
     got = c.copy()
-    interpret(mapped, got, a, b, parallel_order="shuffle")
+    interpret(mapped, got, a, b, parallel_order="shuffle", detect_races=True)
     np.testing.assert_allclose(got, c + a.astype(np.float32) @ b.astype(np.float32), rtol=1e-4, atol=1e-4)
     with pytest.raises(CompileError, match="multiple of 32"):
         map_module(module, MapOptions(block_sizes=(16,)))
@@ -226,6 +228,14 @@ def test_mapped_programs_equal_the_originals(module) -> None:
     assert parse(str(mapped)) == mapped
     for order in ("forward", "reverse"):
         assert_equivalent(module, mapped, trials=1, parallel_order=order)
+    _assert_race_free(mapped)
+
+
+def _assert_race_free(mapped) -> None:
+    """No two threads (or blocks) touch an element between barriers, one writing."""
+    sizes = symbol_values(mapped.entry, None)
+    interpret(mapped, *random_arguments(mapped.entry, np.random.default_rng(0), sizes),
+              detect_races=True)
 
 
 @settings(max_examples=examples(8))
@@ -234,6 +244,7 @@ def test_mapped_programs_with_small_2d_blocks(module) -> None:
     mapped = transform(module, "mark-parallel,gpu-map{block_sizes=4,2}")
     verify(mapped)
     assert_equivalent(module, mapped, trials=1, parallel_order="shuffle")
+    _assert_race_free(mapped)
 
 
 # ------------------------------------------------------------ classic corpus
@@ -253,7 +264,7 @@ def test_corpus_kernels_mapped_match_python(entry) -> None:
     module = polyir.kernel(entry.func, target="interpret").ir(*args)
     mapped = transform(module, "mark-parallel,gpu-map{block_sizes=8,4}")
     verify(mapped)
-    interpret(mapped, *args, parallel_order="reverse")
+    interpret(mapped, *args, parallel_order="reverse", detect_races=True)
     for position, (got, want) in enumerate(zip(args, expected, strict=False)):
         if isinstance(want, np.ndarray):
             np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5, err_msg=f"argument {position}")

@@ -18,6 +18,7 @@ from polyir.ir.nodes import (
     Symbol,
 )
 from polyir.ir.types import DType
+from polyir.ir.verifier import expr_dtype
 
 
 def _loads(expr: object) -> list[Load]:
@@ -52,6 +53,55 @@ def _calls(expr: object, kinds: set[str]) -> None:
             _calls(child, kinds)
 
 
+def _typed_ops(expr: object, function: Function, kinds: set[str]) -> None:
+    """Features that need operand types: float division, float-to-float casts."""
+    if isinstance(expr, BinOp) and expr.op == "/" and expr_dtype(expr, function.buffers).is_float:
+        kinds.add("float_division")
+    if isinstance(expr, Cast) and expr.dtype.is_float and expr_dtype(expr.value, function.buffers).is_float:
+        kinds.add("float_cast")
+    for child in getattr(expr, "__dict__", {}).values():
+        for item in child if isinstance(child, tuple) else (child,):
+            if isinstance(item, (Call, Select, Cast, Compare, BinOp, Load)):
+                _typed_ops(item, function, kinds)
+
+
+def _is_perfect_nest(loop: For) -> bool:
+    """A chain of at least two loops, each the only node of its parent's body,
+    with only statements in the innermost body."""
+    depth = 1
+    while len(loop.body) == 1 and isinstance(loop.body[0], For):
+        loop = loop.body[0]
+        depth += 1
+    return depth >= 2 and all(isinstance(n, Assign) for n in loop.body)
+
+
+def _dependence_features(statements: list[tuple[Assign, tuple[For, ...]]], features: set[str]) -> None:
+    """Flow/anti dependences through memory: reads of buffers the program writes."""
+    writers: dict[str, set[str]] = {}
+    for node, _ in statements:
+        writers.setdefault(node.buffer, set()).add(node.name)
+    for node, loops in statements:
+        target = Load(node.buffer, node.indices)
+        loads = _loads(node.value)
+        if any(load.buffer in writers and writers[load.buffer] - {node.name} for load in loads):
+            features.add("cross_statement_dependence")
+        neighbours = {load.indices for load in loads if load.buffer == node.buffer and load != target}
+        if neighbours:
+            features.add("recurrence")
+        if len(neighbours) >= 2:
+            features.add("stencil")
+        loop_names = {f.var for f in loops}
+        target_vars = set().union(*[i.variables() for i in node.indices if isinstance(i, Aff)]) \
+            if node.indices else set()
+        if target in loads and loop_names - target_vars:
+            if any(load.buffer in writers and load != target for load in loads):
+                features.add("reduction_reads_updated")
+            value = node.value
+            additive = isinstance(value, BinOp) and value.op in ("+", "-") and value.lhs == target
+            if not additive:
+                features.add("bounded_reduction")
+
+
 def program_features(module: Module) -> set[str]:
     """Names of the features ``module``'s entry function shows."""
     function: Function = module.entry
@@ -72,6 +122,10 @@ def program_features(module: Module) -> set[str]:
         features.add("affine_shape")
     if any(b.rank > 0 for b in function.locals):
         features.add("local_array")
+    if any(isinstance(p, Buffer) and p.dtype is DType.BOOL for p in function.params):
+        features.add("bool_buffer")
+    if any(isinstance(p, Buffer) and p.dtype is DType.I64 for p in function.params):
+        features.add("i64_buffer")
     statements: list[tuple[Assign, tuple[For, ...]]] = []
     written_scalars: set[str] = set()
     read_scalars: set[str] = set()
@@ -82,6 +136,10 @@ def program_features(module: Module) -> set[str]:
             features.add("imperfect_nest")
         for node in nodes:
             if isinstance(node, For):
+                if node.parallel:
+                    features.add("parallel_mark")
+                if not loops and _is_perfect_nest(node):
+                    features.add("perfect_nest")
                 depth = len(loops) + 1
                 features.add(f"depth{depth}")
                 outer = {f.var for f in loops}
@@ -117,6 +175,7 @@ def program_features(module: Module) -> set[str]:
                     order = []
                     for index in load.indices:
                         if not isinstance(index, Aff):
+                            features.add("gather")
                             continue
                         used = [n for n in index.variables() if n in loop_names]
                         for n in used:
@@ -142,11 +201,16 @@ def program_features(module: Module) -> set[str]:
                         features.add("reduction")
                 kinds_seen: set[str] = set()
                 _calls(node.value, kinds_seen)
+                _typed_ops(node.value, function, kinds_seen)
                 features.update(kinds_seen)
 
     visit(function.body, ())
     if written_scalars & read_scalars:
         features.add("scalar_temporary")
+    bool_scalars = {b.name for b in function.locals if b.rank == 0 and b.dtype is DType.BOOL}
+    if written_scalars & read_scalars & bool_scalars:
+        features.add("bool_temporary")
+    _dependence_features(statements, features)
     if len(statements) >= 3:
         features.add("several_statements")
     return features
