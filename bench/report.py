@@ -60,10 +60,25 @@ def machine_line(report: dict[str, Any]) -> str:
             f"commit {m.get('git_commit')}; mode {report['mode']}, started {report.get('started')}")
 
 
+def load_warning(report: dict[str, Any]) -> str | None:
+    """A warning when other work shared the machine while thread teams were in use."""
+    machine = report["machine"]
+    load, cores = (machine.get("load_average") or [0.0])[0], machine.get("cores") or 1
+    if load > 0.5 * cores and report.get("threads", "all cores") != "1":
+        return (f"warning: load average {load} on {cores} cores: multi-threaded timings (torch's "
+                f"OpenMP, polyir's parallel loops) stall when a thread is descheduled; "
+                f"--threads 1 gives steadier ratios")
+    return None
+
+
 def print_tables(report: dict[str, Any]) -> None:
     """Every section's table, the machine, and the notes of sections that measured nothing."""
     print(f"\nmachine: {machine_line(report)}")
+    print(f"threads per contender: {report.get('threads', 'all cores')}")
     print("times are medians in seconds; ratio = polyir time / peer time (below 1: polyir faster)")
+    warning = load_warning(report)
+    if warning:
+        print(warning)
     for section, (title, columns) in TABLES.items():
         print_table(title, report.get(section) or [], columns)
     for section, note in (report.get("notes") or {}).items():

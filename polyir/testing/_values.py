@@ -203,7 +203,7 @@ def squash(builder: _ProgramBuilder, value: Expr, dtype: DType) -> Expr:
     """A float ``value`` of any magnitude mapped into ``[-1, 1]``."""
     forms = {"ratio": 3}
     if builder.approximate_calls:
-        forms.update({"tanh": 2, "sigmoid": 2, "exp": 2})
+        forms.update({"exp": 2, "tanh": 2, "sigmoid": 2})
     form = builder.weighted(forms)
     if form == "tanh":
         return Call("tanh", (value,))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import torch
-from conftest import examples
+from tests.conftest import examples
 from fx_support import check
 from hypothesis import given, settings
 from hypothesis import strategies as st
