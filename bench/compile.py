@@ -55,33 +55,51 @@ def inductor_compile_seconds(model: torch.nn.Module, inputs: tuple[Any, ...], ca
     return max(seconds - eager, 0.0)
 
 
-def cold_and_warm(model: torch.nn.Module, inputs: tuple[Any, ...], *, polyir_repeats: int,
+def cache_hits(compiled: Any) -> list[bool]:
+    """For each polyir function of ``compiled``'s latest plan: did its object code come
+    from the disk cache?"""
+    plan = compiled.last_plan
+    return [bool(getattr(s.executable, "cache_hit", False)) for s in plan.segments] if plan else []
+
+
+def cold_and_warm(model: torch.nn.Module, inputs: tuple[Any, ...], *, repeats: int,
                   inductor: bool) -> dict[str, Any]:
-    """``polyir_cold_s``, ``polyir_warm_s`` (medians of ``polyir_repeats`` fresh caches),
-    ``loop_nests`` (what polyir compiled) and, with ``inductor``, ``inductor_cold_s`` and
-    ``inductor_warm_s``; failures as ``note``."""
+    """``polyir_cold_s``, ``polyir_warm_s``, and with ``inductor`` ``inductor_cold_s`` and
+    ``inductor_warm_s``: medians over ``repeats`` fresh cache folders, each compiled
+    into once cold and once warm. Also ``loop_nests`` (what polyir compiled); failures,
+    and a cold compile that hit polyir's cache or a warm one that missed, as ``note``."""
     row: dict[str, Any] = {}
     notes = []
     try:
         cold, warm = [], []
-        for _ in range(polyir_repeats):
+        for _ in range(repeats):
             with tempfile.TemporaryDirectory() as cache_dir:
                 seconds, compiled = polyir_compile_seconds(model, inputs, cache_dir)
                 cold.append(seconds)
-                warm.append(polyir_compile_seconds(model, inputs, cache_dir)[0])
+                if any(cache_hits(compiled)):
+                    notes.append("a cold polyir compile hit the cache")
+                seconds, compiled = polyir_compile_seconds(model, inputs, cache_dir)
+                warm.append(seconds)
+                if not all(cache_hits(compiled)):
+                    notes.append("a warm polyir compile missed the cache")
         row["loop_nests"] = compiled.summary().get("loop_nests")
         row["polyir_cold_s"], row["polyir_warm_s"] = statistics.median(cold), statistics.median(warm)
     except Exception as error:  # report it and keep measuring Inductor
         notes.append(f"polyir failed: {type(error).__name__}: {str(error)[:160]}")
     if inductor:
         try:
-            with tempfile.TemporaryDirectory() as cache_dir:
-                row["inductor_cold_s"] = inductor_compile_seconds(model, inputs, cache_dir)
-                row["inductor_warm_s"] = inductor_compile_seconds(model, inputs, cache_dir)
+            cold, warm = [], []
+            for _ in range(repeats):
+                with tempfile.TemporaryDirectory() as cache_dir:
+                    cold.append(inductor_compile_seconds(model, inputs, cache_dir))
+                    warm.append(inductor_compile_seconds(model, inputs, cache_dir))
+            row["inductor_cold_s"], row["inductor_warm_s"] = statistics.median(cold), statistics.median(warm)
         except Exception as error:
             notes.append(f"Inductor failed: {type(error).__name__}: {str(error)[:160]}")
     else:
         notes.append("Inductor skipped (--quick)")
+    if notes:
+        notes = list(dict.fromkeys(notes))
     row["ratio_cold_vs_inductor"] = ratio(row.get("polyir_cold_s"), row.get("inductor_cold_s"))
     row["ratio_warm_vs_inductor"] = ratio(row.get("polyir_warm_s"), row.get("inductor_warm_s"))
     if notes:
@@ -98,7 +116,7 @@ def run(quick: bool) -> list[dict[str, Any]]:
     for name in names:
         model, inputs = make(name, 1)
         row: dict[str, Any] = {"model": name, "batch": 1}
-        row.update(cold_and_warm(model, inputs, polyir_repeats=1 if quick else 3, inductor=True))
+        row.update(cold_and_warm(model, inputs, repeats=1 if quick else 3, inductor=True))
         print(f"  {name}: {row}", flush=True)
         rows.append(row)
     return rows

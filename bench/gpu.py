@@ -17,8 +17,9 @@ Rows: ``name``, ``shape``, ``dtype``, ``polyir_s``, ``peer``, ``peer_s``, ``rati
 """
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -47,6 +48,10 @@ def gpu_unavailable() -> str | None:
     if not torch.cuda.is_available():
         return "torch has no CUDA support on this machine"
     return None
+
+
+def _call(fn: Callable[..., Any], args: Sequence[Any]) -> Any:
+    return fn(*args)
 
 
 def _synchronised(fn: Callable[[], Any]) -> Callable[[], None]:
@@ -86,7 +91,7 @@ def gpu_bench_rows(quick: bool) -> list[dict[str, Any]]:
     """The cases of bench/gpu_bench.py, as rows of this section."""
     try:
         from bench import gpu_bench
-    except ImportError as error:
+    except Exception as error:  # missing, or broken by a change elsewhere
         return [{"name": "gpu_bench", "note": f"bench/gpu_bench.py not importable: {error}"}]
     import cupy as cp
     import torch
@@ -95,14 +100,14 @@ def gpu_bench_rows(quick: bool) -> list[dict[str, Any]]:
     cases: list[tuple[str, Callable[[], dict[str, Any]]]] = []
     if hasattr(gpu_bench, "bench_elementwise"):
         n = 2048 if quick else 8192
-        cases.append(("elementwise", lambda: gpu_bench.bench_elementwise(cp, torch, sm, n, 20)))
+        cases.append(("elementwise", functools.partial(gpu_bench.bench_elementwise, cp, torch, sm, n, 20)))
     if hasattr(gpu_bench, "bench_matmul"):
         for size in [1024] if quick else [1024, 4096]:
             reps = 20 if size <= 1024 else 5
             for fragments in (True, False):
                 label = f"matmul_{'fragments' if fragments else 'scalar'}"
-                cases.append((label, lambda s=size, f=fragments, r=reps:
-                              gpu_bench.bench_matmul(cp, torch, sm, s, f, r)))
+                cases.append((label, functools.partial(gpu_bench.bench_matmul, cp, torch, sm, size,
+                                                       fragments, reps)))
     rows = []
     for label, case in cases:
         try:
@@ -139,7 +144,7 @@ def kernel_rows(quick: bool) -> list[dict[str, Any]]:
                   for who in ("polyir", "cupy")}
 
         def restore(who: str, device: dict[str, list[Any]] = device, host: list[Any] = host) -> None:
-            for target, source in zip(device[who], host):
+            for target, source in zip(device[who], host, strict=True):
                 if isinstance(source, np.ndarray):
                     target.set(source)
 
@@ -147,18 +152,18 @@ def kernel_rows(quick: bool) -> list[dict[str, Any]]:
         contenders: dict[str, Callable[[], Any]] = {}
         try:
             executable = polyir.kernel(entry.func).compile_for(*host, target="cuda")
-            contenders["polyir"] = lambda e=executable, d=device: e(*d["polyir"])
+            contenders["polyir"] = functools.partial(_call, executable, device["polyir"])
         except Exception as error:
             notes.append(f"polyir failed: {type(error).__name__}: {str(error)[:160]}")
         formulation = NUMPY_KERNELS.get(entry.name)
         if formulation is not None:
-            contenders["cupy"] = lambda f=formulation, d=device: f(*d["cupy"])
+            contenders["cupy"] = functools.partial(_call, formulation, device["cupy"])
         try:
             for who, call in contenders.items():
                 restore(who)
                 call()
             if len(contenders) == 2:
-                for position, (a, b) in enumerate(zip(device["polyir"], device["cupy"])):
+                for position, (a, b) in enumerate(zip(device["polyir"], device["cupy"], strict=True)):
                     if isinstance(a, cp.ndarray) and not np.allclose(cp.asnumpy(a), cp.asnumpy(b),
                                                                      rtol=2e-3, atol=2e-3):
                         notes.append(f"polyir differs from CuPy in argument {position}")
@@ -189,13 +194,14 @@ def model_rows(quick: bool) -> list[dict[str, Any]]:
             gpu_model = copy.deepcopy(model).cuda()
             gpu_inputs = tuple(x.cuda() for x in inputs)
             notes = ["polyir times include host<->GPU copies of inputs, weights and outputs"]
-            contenders: dict[str, Callable[[], Any]] = {"eager": lambda m=gpu_model, x=gpu_inputs: m(*x)}
+            contenders: dict[str, Callable[[], Any]] = {"eager": functools.partial(_call, gpu_model,
+                                                                                   gpu_inputs)}
             with torch.no_grad():
                 expected = model(*inputs)
                 try:
                     compiled = compile_polyir(model, inputs, target="cuda")
                     torch.testing.assert_close(compiled(*inputs), expected, rtol=1e-3, atol=1e-3)
-                    contenders["polyir"] = lambda c=compiled, x=inputs: c(*x)
+                    contenders["polyir"] = functools.partial(_call, compiled, inputs)
                 except Exception as error:
                     notes.append(f"polyir failed: {type(error).__name__}: {str(error)[:160]}")
                 try:
@@ -203,7 +209,7 @@ def model_rows(quick: bool) -> list[dict[str, Any]]:
                         drop_inductor_memory_caches()
                         inductor = torch.compile(gpu_model, backend="inductor")
                         inductor(*gpu_inputs)
-                    contenders["inductor"] = lambda m=inductor, x=gpu_inputs: m(*x)
+                    contenders["inductor"] = functools.partial(_call, inductor, gpu_inputs)
                 except Exception as error:
                     notes.append(f"Inductor failed: {type(error).__name__}: {str(error)[:160]}")
                 times = _time(contenders, 5 if quick else 20)

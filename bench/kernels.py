@@ -87,7 +87,7 @@ def _tolerance(dtype: Any) -> float:
 
 def _mismatch(name: str, got: list[Any], want: list[Any]) -> str | None:
     """``None`` when every array argument of ``got`` is close to ``want``, else what differs."""
-    for position, (have, expected) in enumerate(zip(got, want)):
+    for position, (have, expected) in enumerate(zip(got, want, strict=True)):
         if not isinstance(expected, np.ndarray):
             continue
         tolerance = _tolerance(expected.dtype)
@@ -146,8 +146,12 @@ def bench_kernel(name: str, sizes: Mapping[str, int], repeats: int) -> dict[str,
     contenders: dict[str, Any] = {}
     try:
         with tempfile.TemporaryDirectory() as cache_dir:
-            row["compile_cold_s"], _ = compile_seconds(kernel.func, work["polyir"], cache_dir)
+            row["compile_cold_s"], cold = compile_seconds(kernel.func, work["polyir"], cache_dir)
             row["compile_warm_s"], compiled = compile_seconds(kernel.func, work["polyir"], cache_dir)
+        if any(getattr(e, "cache_hit", False) for e in cold.cache.values()):
+            notes.append("the cold compile hit the cache")
+        if not all(getattr(e, "cache_hit", False) for e in compiled.cache.values()):
+            notes.append("the warm compile missed the cache")
         compiled(*work["polyir"])
         contenders["polyir"] = lambda: compiled(*work["polyir"])
     except Exception as error:  # report it and keep measuring the others
@@ -162,7 +166,7 @@ def bench_kernel(name: str, sizes: Mapping[str, int], repeats: int) -> dict[str,
         contenders["numpy"] = lambda: formulation(*work["numpy"])
 
     def restore(who: str) -> None:
-        for target, source in zip(work[who], pristine):
+        for target, source in zip(work[who], pristine, strict=True):
             if isinstance(source, np.ndarray):
                 np.copyto(target, source)
 
@@ -183,7 +187,7 @@ def run(quick: bool) -> list[dict[str, Any]]:
     from polyir.testing.corpus import CORPUS
 
     warm_up_polyir()
-    repeats = 3 if quick else 10
+    repeats = 3 if quick else 20
     rows = []
     for entry in CORPUS:
         if entry.name not in MEDIUM:

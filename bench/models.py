@@ -7,7 +7,8 @@ after checking polyir's and Inductor's outputs against eager.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -107,6 +108,7 @@ def _randomise_batch_norm(model: nn.Module) -> None:
     with torch.no_grad():
         for module in model.modules():
             if isinstance(module, nn.modules.batchnorm._BatchNorm):
+                assert module.running_mean is not None and module.running_var is not None
                 module.running_mean.copy_(torch.randn_like(module.running_mean) * 0.1)
                 module.running_var.copy_(torch.rand_like(module.running_var) + 0.5)
 
@@ -180,7 +182,7 @@ def run(quick: bool) -> list[dict[str, Any]]:
     """Every model at batch sizes 1 and 8 (``--quick``: two models, batch 1)."""
     names = QUICK_MODELS if quick else list(MODELS)
     batches = [1] if quick else [1, 8]
-    repeats = 5 if quick else 15
+    repeats = 5 if quick else 25
     warm_up_polyir()
     warm_up_inductor()
     rows = []

@@ -15,13 +15,17 @@ from bench.timing import ratio
 
 def run(quick: bool) -> list[dict[str, Any]]:
     """``cpu_bench.run(quick)`` with the ratio turned round."""
-    from bench import cpu_bench
+    from bench import config, cpu_bench
+    from polyir.target import cpu
 
     rows = []
     for original in cpu_bench.run(quick):
         row = dict(original)
         row["speedup"] = original.get("ratio")
         row["ratio"] = ratio(original.get("polyir_s"), original.get("peer_s"))
+        if row.get("peer") == "numpy" and config.THREADS is not None and config.THREADS != cpu().cores:
+            mine = f"polyir on {cpu().cores} cores (cpu_bench ignores --threads), numpy on {config.THREADS}"
+            row["note"] = "; ".join(filter(None, [original.get("note"), mine]))
         print(f"  {row['name']} {row['shape']}: polyir {row['polyir_s']:.3g} s, "
               f"{row['peer']} {row['peer_s']:.3g} s", flush=True)
         rows.append(row)

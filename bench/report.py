@@ -26,7 +26,7 @@ TABLES: dict[str, tuple[str, list[str]]] = {
                 ["layers", "loop_nests", "polyir_cold_s", "polyir_warm_s", "inductor_cold_s",
                  "inductor_warm_s", "ratio_cold_vs_inductor", "note"]),
     "native": ("native CPU micro-benchmarks (bench/cpu_bench.py)",
-               ["name", "shape", "polyir_s", "peer", "peer_s", "ratio"]),
+               ["name", "shape", "polyir_s", "peer", "peer_s", "ratio", "note"]),
     "gpu": ("GPU (target=\"cuda\")", ["name", "shape", "dtype", "polyir_s", "peer", "peer_s", "ratio",
                                      "note"]),
 }
@@ -46,9 +46,9 @@ def print_table(title: str, rows: list[dict[str, Any]], columns: list[str]) -> N
         return
     print(f"\n{title}")
     widths = [max(len(c), *(len(_fmt(r.get(c))) for r in rows)) for c in columns]
-    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip())
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
     for row in rows:
-        print("  ".join(_fmt(row.get(c)).ljust(w) for c, w in zip(columns, widths)).rstrip())
+        print("  ".join(_fmt(row.get(c)).ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
 
 
 def machine_line(report: dict[str, Any]) -> str:
@@ -159,7 +159,12 @@ def write_plots(report: dict[str, Any], out: Path) -> list[Path]:
         for key, label, colour, style in series:
             points = [(r["layers"], r[key]) for r in scaling if r.get(key)]
             if points:
-                ax.plot(*zip(*points), marker="o", color=colour, linestyle=style, label=label)
+                ax.plot(*zip(*points, strict=True), marker="o", color=colour, linestyle=style, label=label)
+        first = next((r for r in scaling if r.get("polyir_cold_s")), None)
+        if first is not None:
+            layers = [r["layers"] for r in scaling]
+            ax.plot(layers, [first["polyir_cold_s"] * n / first["layers"] for n in layers],
+                    color="grey", linestyle=":", label="linear in N (from polyir cold)")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("identical Linear-LayerNorm-GELU layers N")
@@ -177,8 +182,8 @@ def write_plots(report: dict[str, Any], out: Path) -> list[Path]:
         heights = [0.22 * len(bars) + 0.8 for _, bars in panels]
         fig, axes = plt.subplots(len(panels), 1, figsize=(8, sum(heights) + 0.8),
                                  gridspec_kw={"height_ratios": heights}, squeeze=False)
-        for ax, (title, bars) in zip(axes[:, 0], panels):
-            labels, values, colours = zip(*bars)
+        for ax, (title, bars) in zip(axes[:, 0], panels, strict=True):
+            labels, values, colours = zip(*bars, strict=True)
             ax.barh(range(len(bars)), values, color=colours)
             for position, value in enumerate(values):
                 ax.annotate(f"{value:.2g}", (value, position), xytext=(2, 0), textcoords="offset points",

@@ -29,7 +29,7 @@ def run(quick: bool) -> list[dict[str, Any]]:
         torch.manual_seed(0)
         model, inputs = LayerStack(n).eval(), (torch.randn(8, 64),)
         row: dict[str, Any] = {"layers": n}
-        row.update(cold_and_warm(model, inputs, polyir_repeats=1, inductor=not quick))
+        row.update(cold_and_warm(model, inputs, repeats=1, inductor=not quick))
         print(f"  N={n}: {row}", flush=True)
         rows.append(row)
     return rows

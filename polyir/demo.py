@@ -55,9 +55,16 @@ def demo_model(name: str, model: torch.nn.Module, example: torch.Tensor, *,
             "eager_s": eager_seconds, **summary}
 
 
-def main(target: str = "cpu") -> list[dict[str, Any]]:
-    """Run the demo on both models; returns their figures."""
+def main(target: str = "cpu", eager_threads: int = 1) -> list[dict[str, Any]]:
+    """Run the demo on both models; returns their figures.
+
+    Eager runs on ``eager_threads`` intra-op threads (default 1, like the
+    compiled code without parallel loops; on a busy machine torch's OpenMP
+    threads can also wait a scheduler tick per operator, which would make
+    eager look far slower than it is)."""
     torch.manual_seed(0)
+    torch.set_num_threads(eager_threads)
+    print(f"torch {torch.__version__}, eager on {eager_threads} thread(s)")
     results = [
         demo_model("transformer block (d_model=64, heads=4, seq=32)",
                    TransformerBlock(d_model=64, heads=4), torch.randn(1, 32, 64), target=target),

@@ -114,18 +114,27 @@ def capture(model: torch.nn.Module, args: Sequence[Any]) -> Captured:
     with torch.no_grad():
         gm = make_fx(torch.func.functionalize(traced, remove="mutations"),
                      decomposition_table=_decompositions(), tracing_mode="real")(*inputs)
+        if any(_mutates(n) and not _writes_placeholder(n) for n in gm.graph.nodes):
+            # Decompositions run below functionalisation and may emit in-place
+            # ops (rms_norm's add_): functionalise the decomposed graph again.
+            gm = make_fx(torch.func.functionalize(gm, remove="mutations"),
+                         decomposition_table=_decompositions(), tracing_mode="real")(*inputs)
     _drop_dead_code(gm)
     captured.gm = gm
     return captured
+
+
+def _writes_placeholder(node: torch.fx.Node) -> bool:
+    """An in-place op on a graph input (an input or buffer update: kept)."""
+    return bool(node.args) and isinstance(node.args[0], torch.fx.Node) \
+        and node.args[0].op == "placeholder"
 
 
 def _drop_dead_code(gm: torch.fx.GraphModule) -> None:
     """Remove nodes no output depends on (mutations are kept: they are live)."""
     live: set[torch.fx.Node] = set()
     for node in reversed(gm.graph.nodes):
-        mutates = node.op == "call_function" and getattr(node.target, "_schema", None) is not None \
-            and node.target._schema.is_mutable
-        if node.op in ("output", "placeholder") or mutates or any(u in live for u in node.users):
+        if node.op in ("output", "placeholder") or _mutates(node) or any(u in live for u in node.users):
             live.add(node)
     for node in reversed(list(gm.graph.nodes)):
         if node not in live:
@@ -171,24 +180,8 @@ def partition(gm: torch.fx.GraphModule) -> list[Step]:
             reason = "multi-output node used as a whole"
         reasons[node] = reason
 
-    steps: list[Step] = []
-    owner: dict[torch.fx.Node, Segment] = {}
-    current: Segment | None = None
-    for node in nodes:
-        reason = reasons[node]
-        if reason is not None:
-            steps.append(Eager(node, reason))
-            current = None
-            continue
-        if node.target is operator.getitem and node.args[0] in owner:
-            segment = owner[node.args[0]]  # stays with its producer
-        else:
-            if current is None:
-                current = Segment([])
-                steps.append(current)
-            segment = current
-        segment.nodes.append(node)
-        owner[node] = segment
+    steps = _group_by_eager_depth(nodes, reasons) if not any(map(_mutates, nodes)) \
+        else _group_in_graph_order(nodes, reasons)
 
     position = {node: i for i, node in enumerate(gm.graph.nodes)}
     for step in steps:
@@ -200,6 +193,60 @@ def partition(gm: torch.fx.GraphModule) -> list[Step]:
         step.outputs = [node for node in step.nodes if _is_tensor(node)
                         and any(user not in members for user in node.users)]
     return [s for s in steps if not isinstance(s, Segment) or s.outputs]
+
+
+def _mutates(node: torch.fx.Node) -> bool:
+    schema = getattr(node.target, "_schema", None)
+    return schema is not None and schema.is_mutable
+
+
+def _group_by_eager_depth(nodes: list[torch.fx.Node],
+                          reasons: dict[torch.fx.Node, str | None]) -> list[Step]:
+    """Fewest segments: a supported node's depth is the number of eager nodes
+    on its longest input path; all supported nodes of one depth form one
+    segment, run before the eager nodes of that depth (which need only
+    segments up to their depth and earlier eager nodes)."""
+    depth: dict[torch.fx.Node, int] = {}
+    for node in nodes:
+        levels = [0]
+        for arg in node.all_input_nodes:
+            if arg in depth:
+                eager_input = reasons.get(arg) is not None
+                levels.append(depth[arg] + (1 if eager_input and reasons[node] is None else 0))
+        depth[node] = max(levels)
+    steps: list[Step] = []
+    for level in range(max(depth.values(), default=-1) + 1):
+        members = [n for n in nodes if depth[n] == level and reasons[n] is None]
+        if members:
+            steps.append(Segment(members))
+        steps += [Eager(n, reasons[n] or "") for n in nodes if depth[n] == level and reasons[n]]
+    return steps
+
+
+def _group_in_graph_order(nodes: list[torch.fx.Node],
+                          reasons: dict[torch.fx.Node, str | None]) -> list[Step]:
+    """Segments of consecutive supported nodes, eager nodes in between, in
+    graph order (used when the graph mutates something: order matters)."""
+    steps: list[Step] = []
+    owner: dict[torch.fx.Node, Segment] = {}
+    current: Segment | None = None
+    for node in nodes:
+        reason = reasons[node]
+        if reason is not None:
+            steps.append(Eager(node, reason))
+            current = None
+            continue
+        parent: Any = node.args[0] if node.args else None
+        if node.target is operator.getitem and parent in owner:
+            segment = owner[parent]  # stays with its producer
+        else:
+            if current is None:
+                current = Segment([])
+                steps.append(current)
+            segment = current
+        segment.nodes.append(node)
+        owner[node] = segment
+    return steps
 
 
 def _is_tensor(node: torch.fx.Node) -> bool:
@@ -244,15 +291,18 @@ class Plan:
     def fallbacks(self) -> list[Eager]:
         return [s for s in self.steps if isinstance(s, Eager) and s.node.target is not operator.getitem]
 
+    def __post_init__(self) -> None:
+        graph = self.captured.gm.graph
+        self._placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+        self._constants = {n: _fetch_attr(self.captured.gm, str(n.target))
+                           for n in graph.nodes if n.op == "get_attr"}
+        self._output = next(n for n in graph.nodes if n.op == "output")
+
     def run(self, tensors: Sequence[torch.Tensor], state: Sequence[torch.Tensor]) -> Any:
-        gm = self.captured.gm
-        env: dict[torch.fx.Node, Any] = {}
-        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-        for node, value in zip(placeholders, list(tensors) + list(state), strict=True):
+        """Run the steps on the call's tensors and the model's current state."""
+        env: dict[torch.fx.Node, Any] = dict(self._constants)
+        for node, value in zip(self._placeholders, list(tensors) + list(state), strict=True):
             env[node] = value
-        for node in gm.graph.nodes:
-            if node.op == "get_attr":
-                env[node] = _fetch_attr(gm, node.target)
         for step in self.steps:
             if isinstance(step, Eager):
                 args = torch.fx.node.map_arg(step.node.args, env.__getitem__)
@@ -262,8 +312,7 @@ class Plan:
                     env[step.node] = target(*args, **kwargs)
             else:
                 _run_segment(step, env)
-        output = next(n for n in gm.graph.nodes if n.op == "output")
-        results = list(torch.fx.node.map_arg(output.args[0], env.__getitem__))
+        results = list(torch.fx.node.map_arg(self._output.args[0], env.__getitem__))
         leaves = []
         for position in range(self.captured.output_count):
             if position in self.captured.constant_outputs:
@@ -358,11 +407,12 @@ class CompiledModel:
         self.plans: dict[Any, Plan] = {}
         self.last_plan: Plan | None = None
 
-    def plan_for(self, args: Sequence[Any]) -> Plan:
-        """The plan for ``args``, compiling it if needed."""
+    def plan_for(self, args: Sequence[Any], state: dict[str, torch.Tensor] | None = None) -> Plan:
+        """The plan for ``args`` (and the model's current ``state``), compiling
+        it if needed."""
         flat, spec = pytree.tree_flatten(tuple(args))
-        state = model_state(self.model)
-        key = (str(spec), tuple(_leaf_key(leaf) for leaf in flat),
+        state = model_state(self.model) if state is None else state
+        key = (spec, tuple(_leaf_key(leaf) for leaf in flat),
                tuple((name, _leaf_key(t)) for name, t in state.items()))
         plan = self.plans.get(key)
         if plan is None:
@@ -373,11 +423,11 @@ class CompiledModel:
         return plan
 
     def __call__(self, *args: Any) -> Any:
-        plan = self.plan_for(args)
+        state = model_state(self.model)
+        plan = self.plan_for(args, state)
         flat, _ = pytree.tree_flatten(tuple(args))
         tensors = [leaf for leaf in flat if isinstance(leaf, torch.Tensor)]
-        state = list(model_state(self.model).values())
-        return plan.run(tensors, state)
+        return plan.run(tensors, list(state.values()))
 
     def summary(self) -> dict[str, Any]:
         """What the latest plan compiled: operators lowered (with counts), loop

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass, replace
-from math import prod
 
 from polyir.gpu.rewrite import FRAGMENT_NODES, contains, contains_parallel_loop, walk_expr, walk_nodes
 from polyir.ir.affine import Aff, Constraint
@@ -278,4 +277,4 @@ def _accesses(nodes: tuple[Node, ...], ctx: BlockContext, owner_of) -> set[Acces
     return found
 
 
-__all__ = ["Access", "BlockContext", "schedule_block", "conflicts", "prod"]
+__all__ = ["Access", "BlockContext", "schedule_block", "conflicts"]

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 from math import prod
 
 from polyir.errors import CompileError
-from polyir.gpu.barriers import Access, BlockContext, schedule_block
+from polyir.gpu.barriers import BlockContext, schedule_block
 from polyir.gpu.rewrite import (
     FRAGMENT_NODES,
     buffers_used,
@@ -51,8 +51,8 @@ from polyir.gpu.rewrite import (
     used_variables,
     walk_nodes,
 )
-from polyir.ir.affine import Aff, Constraint
-from polyir.ir.nodes import Assign, Barrier, Buffer, For, Function, If, Launch, Module, Node, Symbol
+from polyir.ir.affine import Aff, Constraint, FloorDiv
+from polyir.ir.nodes import Barrier, Buffer, For, Function, If, Launch, Module, Node, Symbol
 from polyir.ir.types import MemorySpace
 
 STATIC_SHARED_LIMIT = 48 * 1024
@@ -125,7 +125,14 @@ def map_function(function: Function, options: MapOptions,
         own_locals = [host_locals[n] for n in sorted(buffers_used(group))
                       if n in host_locals and users[n] == 1]
         name = fresh_name(f"{function.name}_k{len(kernels)}", taken)
-        kernel, launch, kept_local, nonempty = _outline(function, group, name, own_locals, options)
+        if _is_premapped(group):
+            nest = group[0]
+            assert isinstance(nest, For)
+            kernel, launch, kept_local, nonempty = _outline_premapped(function, nest, name,
+                                                                      own_locals)
+        else:
+            kernel, launch, kept_local, nonempty = _outline(function, group, name, own_locals,
+                                                            options)
         moved |= {b.name for b in own_locals} - kept_local
         kernels.append(kernel)
         body.extend(guard(nonempty, (launch,)))
@@ -153,13 +160,13 @@ def _group_top_level(function: Function) -> list[tuple[Node, ...]]:
     if run:
         groups.append(tuple(run))
     for group in groups:
-        if is_launch_code(group[0]):
+        if is_launch_code(group[0]) or _is_premapped(group):
             continue
         for node in walk_nodes(group):
             if isinstance(node, For) and node.mapping is not None:
-                raise CompileError(f"function '{function.name}': loop '{node.var}' is already "
-                                   f"mapped to gpu={node.mapping} in a host function; write it "
-                                   f"as a kernel with a launch")
+                raise CompileError(f"function '{function.name}': loop '{node.var}' is mapped to "
+                                   f"gpu={node.mapping} but is not part of a top-level nest of "
+                                   f"block loops around thread loops")
             if isinstance(node, Launch) and len(group) > 1 or (
                     isinstance(node, Launch) and node is not group[0]):
                 raise CompileError(f"function '{function.name}': launch of '{node.kernel}' "
@@ -173,6 +180,69 @@ def is_launch_code(node: Node) -> bool:
     if isinstance(node, Launch):
         return True
     return isinstance(node, If) and all(is_launch_code(n) for n in (*node.then_body, *node.else_body))
+
+
+# ------------------------------------------------------- already-mapped nests
+def _is_premapped(group: tuple[Node, ...]) -> bool:
+    """A top-level loop already mapped (``gpu=block.*``/``thread.*``) by hand."""
+    return len(group) == 1 and isinstance(group[0], For) and group[0].mapping is not None
+
+
+def _outline_premapped(function: Function, nest: For, name: str, own_locals: list[Buffer]
+                       ) -> tuple[Function, Launch, set[str], list[Constraint]]:
+    """Outline a host nest mapped by hand: perfectly nested ``block`` loops, then
+    ``thread`` loops with constant extents, then any body. The launch's grid
+    and block are the loops' extents; locals keep their declared spaces."""
+    where = f"function '{function.name}', loop '{nest.var}'"
+    grid: list[Aff] = [Aff.const(1)] * 3
+    block = [1, 1, 1]
+    nonempty: list[Constraint] = []
+    seen: set[str] = set()
+    loop: Node = nest
+    phase = "block"
+    while isinstance(loop, For) and loop.mapping is not None:
+        kind, axis = loop.mapping.split(".")
+        if kind == "block" and phase == "thread":
+            raise CompileError(f"{where}: gpu={loop.mapping} inside a thread loop")
+        phase = kind
+        if loop.mapping in seen:
+            raise CompileError(f"{where}: gpu={loop.mapping} appears twice in one nest")
+        seen.add(loop.mapping)
+        if len(loop.lower) != 1 or len(loop.upper) != 1:
+            raise CompileError(f"{where}: mapped loop '{loop.var}' needs a single lower and "
+                               f"upper bound to fix its launch size")
+        extent = (loop.upper[0] - loop.lower[0] + loop.step - 1) // loop.step
+        dim = "xyz".index(axis)
+        if kind == "block":
+            if not extent.variables() <= set(function.symbols):
+                raise CompileError(f"{where}: block loop '{loop.var}' has an extent that is not "
+                                   f"a function of size symbols: {extent}")
+            grid[dim] = extent
+            if not _nonnegative(loop.upper[0] - loop.lower[0]):
+                nonempty.append(Constraint(loop.upper[0], ">", loop.lower[0]))
+                nonempty = list(dict.fromkeys(nonempty))
+        else:
+            if not extent.is_constant or extent.constant < 1:
+                raise CompileError(f"{where}: thread loop '{loop.var}' needs a constant positive "
+                                   f"extent (the block size), not {extent}")
+            block[dim] = extent.constant
+        if len(loop.body) != 1 or not isinstance(loop.body[0], For) or loop.body[0].mapping is None:
+            loop = None  # type: ignore[assignment]
+            break
+        loop = loop.body[0]
+    if phase != "thread":
+        raise CompileError(f"{where}: a mapped nest needs thread loops perfectly nested inside "
+                           f"its block loops")
+    if prod(block) > 1024:
+        raise CompileError(f"{where}: {prod(block)} threads per block, at most 1024")
+    body = (nest,)
+    params = _kernel_params(function, body, own_locals)
+    kernel = Function(name, tuple(params), body, tuple(own_locals), kind="kernel")
+    shared_total = sum(_buffer_bytes(b) for b in own_locals if b.space is MemorySpace.SHARED)
+    launch = Launch(name, (grid[0], grid[1], grid[2]), (block[0], block[1], block[2]),
+                    tuple(p.name for p in params),
+                    shared_total if shared_total > STATIC_SHARED_LIMIT else 0)
+    return kernel, launch, set(), nonempty
 
 
 # ------------------------------------------------------------------ outlining
@@ -304,7 +374,14 @@ def _outline(function: Function, group: tuple[Node, ...], name: str, own_locals:
 
 def _nonnegative(extent: Aff) -> bool:
     """True when ``extent`` (in size symbols) is >= 0 for all symbols >= 0."""
-    return extent.is_linear and extent.constant >= 0 and all(c >= 0 for _, c in extent.terms)
+    if extent.constant < 0:
+        return False
+    for atom, coefficient in extent.terms:
+        if coefficient < 0:
+            return False
+        if isinstance(atom, FloorDiv) and not _nonnegative(atom.expr):
+            return False
+    return True
 
 
 def _kernel_locals(function: Function, group: tuple[Node, ...], own_locals: list[Buffer],
@@ -365,7 +442,6 @@ def _kernel_params(function: Function, body: tuple[Node, ...],
                    kernel_locals: list[Buffer]) -> list[Buffer | Symbol]:
     local_names = {b.name for b in kernel_locals}
     used = buffers_used(body) - local_names
-    available = function.buffers
     buffers = [p for p in function.params if isinstance(p, Buffer) and p.name in used]
     buffers += [replace(b, space=MemorySpace.GLOBAL) for b in function.locals
                 if b.name in used and b.name not in local_names]
@@ -381,7 +457,6 @@ def _kernel_params(function: Function, body: tuple[Node, ...],
         raise CompileError(f"function '{function.name}': variables {sorted(unknown)} are "
                            f"neither loop variables nor size symbols")
     symbols = [Symbol(s) for s in function.symbols if s in needed]
-    del available
     return [*buffers, *symbols]
 
 
@@ -395,5 +470,4 @@ def _buffer_bytes(buffer: Buffer) -> int:
     return count * bits // 8
 
 
-__all__ = ["MapOptions", "map_module", "map_function", "STATIC_SHARED_LIMIT", "Access",
-           "Assign"]
+__all__ = ["MapOptions", "map_module", "map_function", "is_launch_code", "STATIC_SHARED_LIMIT"]

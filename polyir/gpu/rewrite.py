@@ -11,7 +11,6 @@ from dataclasses import replace
 from polyir.ir.affine import Aff, Constraint, FloorDiv, Mod
 from polyir.ir.nodes import (
     Assign,
-    Barrier,
     BinOp,
     Call,
     Cast,
@@ -271,4 +270,4 @@ def guard(constraints: list[Constraint], body: tuple[Node, ...]) -> tuple[Node, 
 __all__ = ["walk_nodes", "walk_expr", "node_exprs", "node_affs", "used_variables",
            "bound_variables", "buffers_used", "buffer_accesses", "contains",
            "contains_parallel_loop", "aff_to_expr", "substitute", "substitute_expr",
-           "fresh_name", "guard", "FRAGMENT_NODES", "Barrier"]
+           "fresh_name", "guard", "FRAGMENT_NODES"]

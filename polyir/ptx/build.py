@@ -138,12 +138,8 @@ def build_cuda(module: Module, target: Target, pipeline: str | None = None) -> C
     """Map (when needed), lower and emit PTX for ``target.sm`` (default 90)."""
     sm = target.sm or 90
     mapped = map_for_gpu(module, pipeline)
-    try:
-        from polyir.ir.verifier import verify
-    except ImportError:  # pragma: no cover - the verifier ships with polyir
-        verify = None
-    if verify is not None:
-        verify(mapped)
+    from polyir.ir.verifier import verify
+    verify(mapped)
     llvm_ir, lowered = lower_kernels(mapped, sm)
     ptx = emit_ptx(llvm_ir, sm)
     return CudaExecutable(mapped, target, llvm_ir, ptx, lowered)

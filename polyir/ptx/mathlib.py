@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from polyir.llvm.hooks import F32, F64, I1, I32, I64
+from polyir.llvm.hooks import I32, I64
 
 if TYPE_CHECKING:
     from polyir.llvm.lower import FunctionLowerer
@@ -242,4 +242,4 @@ def emit_math(lowerer: FunctionLowerer, fn: str, args: Sequence[ir.Value]) -> ir
     return method(*args)
 
 
-__all__ = ["emit_math", "HANDLED", "F32", "F64", "I1"]
+__all__ = ["emit_math", "HANDLED"]

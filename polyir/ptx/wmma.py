@@ -22,7 +22,9 @@ Intrinsic names (LLVM 14 and later; checked with LLVM 22):
 ``llvm.nvvm.wmma.{m}{n}{k}.mma.{alayout}.{blayout}.{bf16|tf32}`` otherwise, and
 ``llvm.nvvm.wmma.{m}{n}{k}.store.d.{row|col}.stride.f32.p{AS}``. The stride
 argument is the distance in elements between rows (``row``) or columns
-(``col``) of the tile: the buffer's last dimension.
+(``col``) of the tile: the buffer's last dimension. tf32 inputs are loaded as
+f32 and rounded with ``llvm.nvvm.f2tf32.rna`` (round to nearest, ties away;
+the IR rounds ties to even, which differs only on exact ties).
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ from polyir.errors import CompileError
 from polyir.ir.fragments import MMA_SHAPES, MMAShape
 from polyir.ir.nodes import Buffer, FragmentFill, FragmentLoad, FragmentMMA, FragmentStore
 from polyir.ir.types import DType
-from polyir.llvm.hooks import F16, F32, I16, I32, I64, where
+from polyir.llvm.hooks import F16, F32, I32, where
 
 if TYPE_CHECKING:
     from polyir.llvm.lower import FunctionLowerer
@@ -162,7 +164,10 @@ def lower_fragment(lowerer: FunctionLowerer,
         fn = lowerer.intrinsic(name, struct, [source.type, I32])
         loaded = b.call(fn, [source, _stride(lowerer, node.buffer)])
         _check_fragment(lowerer, node, buffer, shape, role)
-        _write_regs(lowerer, pointer, regs, _unpack(lowerer, loaded, regs.count))
+        registers = _unpack(lowerer, loaded, regs.count)
+        if regs.wmma_type == "tf32":
+            registers = [_round_tf32(lowerer, r) for r in registers]
+        _write_regs(lowerer, pointer, regs, registers)
         return
     if isinstance(node, FragmentMMA):
         shape = _shape(lowerer, node)
@@ -219,7 +224,8 @@ def _loaded_layout(lowerer: FunctionLowerer, node: object, fragment: str) -> str
     return layouts.pop() if layouts else "row"
 
 
-def _shape(lowerer: FunctionLowerer, node: object) -> MMAShape:
+def _shape(lowerer: FunctionLowerer,
+           node: FragmentLoad | FragmentMMA | FragmentStore) -> MMAShape:
     key = node.shape
     if key not in MMA_SHAPES:
         raise CompileError(f"{where(lowerer.function, node)}: unknown MMA shape '{key}'; "
@@ -236,6 +242,13 @@ def _check_fragment(lowerer: FunctionLowerer, node: object, buffer: Buffer, shap
                            f"{shape.role_dtype(role)}{list(shape.role_shape(role))}")
 
 
+def _round_tf32(lowerer: FunctionLowerer, register: ir.Value) -> ir.Value:
+    """An f32 pattern rounded to tf32 (``cvt.rna.tf32.f32``): without it the
+    tensor cores drop the low mantissa bits, where IR semantics round."""
+    fn = lowerer.intrinsic("llvm.nvvm.f2tf32.rna", I32, [F32])
+    return lowerer.builder.call(fn, [lowerer.builder.bitcast(register, F32)])
+
+
 def _splat(lowerer: FunctionLowerer, value: ir.Value, dtype: DType, regs: FragmentRegisters) -> ir.Value:
     """One register holding ``value`` (compute type) in every element."""
     b = lowerer.builder
@@ -246,10 +259,10 @@ def _splat(lowerer: FunctionLowerer, value: ir.Value, dtype: DType, regs: Fragme
         vec = b.insert_element(ir.Constant(HALF2, None), half, ir.Constant(I32, 0))
         return b.insert_element(vec, half, ir.Constant(I32, 1))
     if regs.wmma_type == "tf32":
-        return b.bitcast(value, I32)
+        return _round_tf32(lowerer, b.bitcast(value, I32))
     bits = b.lshr(b.bitcast(lowerer.round_bf16(value), I32), ir.Constant(I32, 16))
     return b.or_(bits, b.shl(bits, ir.Constant(I32, 16)))
 
 
 __all__ = ["FragmentRegisters", "registers_for", "fragment_role", "fragment_storage",
-           "lower_fragment", "I16", "I64"]
+           "lower_fragment"]

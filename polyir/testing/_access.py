@@ -142,6 +142,17 @@ class AccessDrawer:
                 indices[dim] = gather
         return tuple(indices)
 
+    def updated_read_indices(self, plan: BufferPlan, scope: _Scope) -> tuple[Index, ...]:
+        """Subscripts for a read of a buffer the program writes: as
+        ``read_indices``, often moved to a neighbour (``A[i - 1, j + 1]``) so
+        that the read depends on an earlier (or later) iteration."""
+        indices = self.read_indices(plan, scope)
+        if self.chance(40) and all(isinstance(i, Aff) for i in indices):
+            moved = self.shifted(plan, indices, scope)  # type: ignore[arg-type]
+            if moved is not None:
+                return moved
+        return indices
+
     def gather_index(self, plan: BufferPlan, dim: int, scope: _Scope) -> Expr | None:
         """``abs(cast<i64>(G[...])) % D``: a value subscript in ``[0, D)`` for
         dimension ``dim`` of ``plan``, read from an int input ``G`` (or an exact
@@ -165,17 +176,21 @@ class AccessDrawer:
         return BinOp("%", Call("abs", (value,)), _extent_value(extent))
 
     def shifted(self, plan: BufferPlan, indices: tuple[Aff, ...], scope: _Scope) -> tuple[Aff, ...] | None:
-        """``indices`` moved by -1, 0 or +1 per dimension, not all 0, in bounds
-        (``A[i - 1, j + 1]`` from ``A[i, j]``); ``None`` when no shift fits."""
+        """``indices`` moved by -1 or +1 in one dimension (sometimes two), in
+        bounds (``A[i - 1, j]``, ``A[i - 1, j + 1]`` from ``A[i, j]``); ``None``
+        when the buffer has a fixed shape or no dimension."""
         if plan.shape is not None or not indices:
             return None
-        moved: list[Aff] = []
-        for index in indices:
-            shift = self.pick((-1, 1, 0))
-            if shift < 0 and not nonnegative_for_positive_symbols(extreme(index + shift, scope.loops, False)):
+        moved = list(indices)
+        dims = [self.draw(st.integers(0, len(indices) - 1))]
+        if len(indices) > 1 and self.chance(30):
+            dims.append(self.draw(st.integers(0, len(indices) - 1)))
+        for dim in dims:
+            shift = self.pick((-1, 1))
+            if shift < 0 and not nonnegative_for_positive_symbols(extreme(moved[dim] - 1, scope.loops, False)):
                 shift = 1
-            moved.append(index + shift)
-        if all(m == i for m, i in zip(moved, indices, strict=True)):
+            moved[dim] = moved[dim] + shift
+        if moved == list(indices):
             return None
         for dim, index in enumerate(moved):
             need = extreme(index, scope.loops, largest=True) + 1

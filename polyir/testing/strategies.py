@@ -118,7 +118,7 @@ class _ProgramBuilder(AccessDrawer):
         self._plan_parameters()
         if self.chance(20):
             self.name_offset, self.name_stride = self.draw(st.integers(1, 9)), self.draw(st.integers(1, 3))
-        perfect = self.chance(30) if self.perfect is None else self.perfect
+        perfect = self.chance(25) if self.perfect is None else self.perfect
         if perfect and self.max_depth >= 1:
             body = self.perfect_nests()
         else:
@@ -195,9 +195,9 @@ class _ProgramBuilder(AccessDrawer):
             if depth < self.max_depth:
                 kinds["loop"] = 6 if depth == 0 else 4
             if self.allow_ifs:
-                kinds["if"] = 1
+                kinds["if"] = 2
             if self.allow_locals and self.remaining >= 2:
-                kinds["temp"] = 1
+                kinds["temp"] = 2
                 if self.allow_bools:
                     kinds["bool_temp"] = 1
                 if top_level and self.max_depth >= 1:
@@ -210,6 +210,8 @@ class _ProgramBuilder(AccessDrawer):
             elif kind in ("temp", "bool_temp"):
                 node, scope = self.temporary(scope, kind == "bool_temp")
                 nodes.append(node)
+                if self.remaining > 0:  # a temporary is there to be read
+                    nodes.append(self.statement(scope, use=scope.temps[-1]))
             elif kind == "table":
                 nodes.append(self.table_nest())
             else:
@@ -229,6 +231,7 @@ class _ProgramBuilder(AccessDrawer):
             else:
                 node, scope = self.temporary(scope, kind == "bool_temp")
                 nodes.append(node)
+                nodes.append(self.statement(scope, use=scope.temps[-1]))
         return tuple(nodes)
 
     def perfect_nests(self) -> tuple[Node, ...]:
@@ -297,8 +300,11 @@ class _ProgramBuilder(AccessDrawer):
 
     def if_node(self, scope: _Scope, depth: int) -> If:
         conditions = tuple(self.constraint(scope) for _ in range(self.draw(st.integers(1, 2))))
+        with_else = self.remaining >= 2 and self.chance(40)
+        self.remaining -= int(with_else)  # keep a statement for the else branch
         then_body = self.block(scope, depth)
-        else_body = self.block(scope, depth) if self.remaining > 0 and self.chance(35) else ()
+        self.remaining += int(with_else)
+        else_body = self.block(scope, depth) if with_else and self.remaining > 0 else ()
         return If(conditions, then_body, else_body)
 
     def constraint(self, scope: _Scope) -> Constraint:
@@ -356,7 +362,9 @@ class _ProgramBuilder(AccessDrawer):
         finally:
             self.tables_ready = tables
 
-    def statement(self, scope: _Scope) -> Assign:
+    def statement(self, scope: _Scope, use: BufferPlan | None = None) -> Assign:
+        """One assignment to an output (or, rarely, a write-only scratch array);
+        with ``use`` (a temporary in scope), its value certainly reads it."""
         targets = list(self.outputs)
         if self.allow_locals and self.chance(10):
             dtype = self._dtype()
@@ -375,7 +383,37 @@ class _ProgramBuilder(AccessDrawer):
             value = self._bounded_update(plan, indices, scope)
         else:
             value = self._accumulating_update(plan, indices, scope)
+        if use is not None:
+            value = self._with_temporary(plan, itself, value, use, scope)
         return self.assign(plan, indices, value)
+
+    def _with_temporary(self, plan: BufferPlan, itself: Load, value: Expr, temp: BufferPlan,
+                        scope: _Scope) -> Expr:
+        """``value`` combined with a read of ``temp`` without leaving ``plan``'s
+        magnitude class (``select(b0[], v, A[i])``, ``0.5*v + 0.5*t0[]``, ``v + t0[]``)."""
+        read = Load(temp.name, ())
+        if temp.dtype is DType.BOOL:
+            if plan.dtype is DType.BOOL:
+                return BinOp("and", read, value)
+            other = itself if plan.role != "scratch" else _values.unit_expr(self, scope, plan.dtype, 1)
+            return Select(read, value, other)
+        if plan.dtype is DType.BOOL:  # comparing a computed value would not be exact
+            return value
+        if plan.role != "scratch" and plan.bounded:
+            if temp.bounded:
+                converted = _values.to_unit(read, temp.dtype, plan.dtype, exact_source=False)
+            elif plan.dtype.is_float:
+                converted = _values.squash(self, _values.convert(read, temp.dtype, plan.dtype,
+                                                                 exact_source=False), plan.dtype)
+            else:
+                converted = None
+            if converted is None:
+                return value
+            if plan.dtype.is_float:
+                return _values.convex(plan.dtype, [(0.5, value), (0.5, converted)])
+            return _values.mean(self, value, converted, plan.dtype)
+        converted = _values.convert(read, temp.dtype, plan.dtype, exact_source=False)
+        return value if converted is None else BinOp("+", value, converted)
 
     def _self_read(self, plan: BufferPlan, indices: tuple[Aff, ...], scope: _Scope) -> Load:
         """``plan`` read at a neighbour of ``indices`` (or at ``indices``)."""
@@ -386,7 +424,7 @@ class _ProgramBuilder(AccessDrawer):
         """A unit value for a bounded output, often reading the output itself."""
         dtype = plan.dtype
         itself = Load(plan.name, indices)
-        kind = self.weighted({"assign": 3, "stencil": 3, "blend": 2, "max": 2, "product": 1, "select": 1})
+        kind = self.weighted({"assign": 2, "stencil": 4, "blend": 2, "max": 2, "product": 1, "select": 1})
         if kind == "stencil":
             if not dtype.is_float:
                 return _values.mean(self, self._self_read(plan, indices, scope),
@@ -410,7 +448,7 @@ class _ProgramBuilder(AccessDrawer):
         """A value for an output that may grow linearly (sums, recurrences)."""
         dtype = plan.dtype
         itself = Load(plan.name, indices)
-        kind = self.weighted({"assign": 4, "reduce": 4, "scale": 1, "max": 1, "blend": 2, "recurrence": 1})
+        kind = self.weighted({"assign": 3, "reduce": 4, "scale": 1, "max": 1, "blend": 2, "recurrence": 3})
         if kind == "reduce":
             term = _values.unit_expr(self, scope, dtype) if self.flag() else _values.small_expr(self, scope, dtype)
             return BinOp(self.pick(("+", "-")), itself, term)

@@ -30,7 +30,7 @@ def test_numpy_formulation_matches_plain_python(name: str, scale: int, dtype: ty
     kernel.func(*expected)
     NUMPY_KERNELS[name](*got)
     tolerance = 1e-10 if dtype == np.float64 else 2e-4
-    for position, (want, have) in enumerate(zip(expected, got)):
+    for position, (want, have) in enumerate(zip(expected, got, strict=True)):
         if isinstance(want, np.ndarray):
             assert have.dtype == want.dtype
             np.testing.assert_allclose(have, want, rtol=tolerance, atol=tolerance,

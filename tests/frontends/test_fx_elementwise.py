@@ -133,3 +133,15 @@ def test_factories() -> None:
                      torch.full_like(t, 7, dtype=torch.int32),
                      t + torch.arange(4, dtype=torch.float32)),
           x, ops=["aten.arange.start_step", "aten.full.default"])
+
+
+def test_trunc_round_fmod_remainder() -> None:
+    a, b = torch.randn(4, 5) * 7, torch.randn(5) * 3 + 0.5
+    i, j = torch.randint(-20, 20, (4, 5)), torch.tensor([3, -4, 5, -6, 7])
+    x_ties = torch.tensor([0.5, 1.5, 2.5, -0.5, -1.5, 0.49999997, 2.4, -2.6])
+    check(lambda x, y, p, q, h: (torch.trunc(x), torch.round(x), torch.round(h), torch.fmod(x, y),
+                                 torch.remainder(x, y), torch.fmod(p, q),
+                                 torch.remainder(p, q), p % 4, x % 2.5),
+          a, b, i, j, x_ties,
+          ops=["aten.trunc.default", "aten.round.default", "aten.fmod.Tensor", "aten.remainder.Tensor"],
+          rtol=1e-5, atol=1e-5)

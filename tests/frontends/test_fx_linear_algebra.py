@@ -124,3 +124,30 @@ def test_attention_masks_scale_and_lengths() -> None:
                                  F.scaled_dot_product_attention(a, b, c, attn_mask=n, scale=0.3),
                                  F.scaled_dot_product_attention(a, b, c, is_causal=True)),
           q, k, v, float_mask, bool_mask, ops=["polyir.attention.default"], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("stride, padding, output_padding, dilation, groups", [
+    (1, 0, 0, 1, 1), (2, 1, 1, 1, 1), (2, 0, 0, 2, 2), (3, 2, 1, 1, 1)])
+def test_conv_transpose2d(stride, padding, output_padding, dilation, groups) -> None:
+    x = torch.randn(2, 4, 5, 4)
+    w = torch.randn(4, 6 // groups, 3, 2)
+    bias = torch.randn(6)
+    check(lambda t, k, b: (F.conv_transpose2d(t, k, b, stride, padding, output_padding, groups, dilation),
+                           F.conv_transpose2d(t, k, None, stride, padding, output_padding, groups, dilation)),
+          x, w, bias, ops=["aten.convolution.default"], rtol=1e-4, atol=1e-4)
+
+
+def test_conv_transpose1d_half() -> None:
+    x, w = torch.randn(1, 3, 7).half(), torch.randn(3, 2, 4).half()
+    check(lambda t, k: F.conv_transpose1d(t, k, stride=2, padding=1), x, w,
+          ops=["aten.convolution.default"], rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_bilinear_upsampling(align_corners: bool) -> None:
+    x = torch.randn(1, 2, 3, 5)
+    check(lambda t: (F.interpolate(t, scale_factor=2, mode="bilinear", align_corners=align_corners),
+                     F.interpolate(t, size=(4, 9), mode="bilinear", align_corners=align_corners),
+                     F.interpolate(t, scale_factor=1.5, mode="bilinear", align_corners=align_corners),
+                     F.interpolate(t, size=(2, 3), mode="bilinear", align_corners=align_corners)),
+          x, ops=["aten.upsample_bilinear2d.default"], rtol=1e-5, atol=1e-5)

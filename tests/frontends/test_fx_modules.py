@@ -127,38 +127,40 @@ def test_parameters_are_bound_at_call_time() -> None:
     torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-5)
 
 
-class WithCumsum(nn.Module):
+class WithSort(nn.Module):
+    """A model with an operator polyir has no lowering for (``aten.sort``)."""
+
     def __init__(self) -> None:
         super().__init__()
         self.fc = nn.Linear(6, 6)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = torch.relu(self.fc(x))
-        return torch.softmax(torch.cumsum(y, dim=-1) * 0.5, dim=-1) + y
+        return torch.softmax(torch.sort(y, dim=-1).values * 0.5, dim=-1) + y
 
 
 def test_unsupported_operator_runs_in_eager_with_one_warning() -> None:
-    model = WithCumsum().eval()
+    model = WithSort().eval()
     x = torch.randn(3, 6)
-    with pytest.warns(PolyirFallbackWarning, match="aten.cumsum") as record:
+    with pytest.warns(PolyirFallbackWarning, match="aten.sort") as record:
         compiled = polyir.compile(model, (x,), target="cpu")
     assert len([w for w in record if issubclass(w.category, PolyirFallbackWarning)]) == 1
     torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-5)
     summary = compiled.summary()
-    assert summary["fallbacks"] == ["aten.cumsum.default"]
+    assert summary["fallbacks"] == ["aten.sort.default"]
     assert summary["functions"] == 2 and "aten._softmax.default" in summary["ops"]
 
 
 def test_fallback_false_raises_unsupported_op_naming_the_node() -> None:
-    with pytest.raises(polyir.UnsupportedOp, match="aten.cumsum.default") as info:
-        polyir.compile(WithCumsum().eval(), (torch.randn(3, 6),), target="cpu", fallback=False)
-    assert info.value.op == "aten.cumsum.default"
-    assert info.value.node == "cumsum"
+    with pytest.raises(polyir.UnsupportedOp, match="aten.sort.default") as info:
+        polyir.compile(WithSort().eval(), (torch.randn(3, 6),), target="cpu", fallback=False)
+    assert info.value.op == "aten.sort.default"
+    assert info.value.node == "sort"
 
 
 def test_torch_compile_backend_partitions_unsupported_operators() -> None:
     torch._dynamo.reset()
-    model = WithCumsum().eval()
+    model = WithSort().eval()
     x = torch.randn(3, 6)
     compiled = torch.compile(model, backend="polyir")
     with warnings.catch_warnings(record=True) as record:
@@ -167,7 +169,7 @@ def test_torch_compile_backend_partitions_unsupported_operators() -> None:
             got = compiled(x)
     torch.testing.assert_close(got, model(x), rtol=1e-5, atol=1e-5)
     messages = [str(w.message) for w in record if issubclass(w.category, PolyirFallbackWarning)]
-    assert len(messages) == 1 and "aten.cumsum.default" in messages[0]
+    assert len(messages) == 1 and "aten.sort.default" in messages[0]
 
 
 def test_torch_compile_backend_matches_eager_on_a_cnn_and_new_shapes() -> None:
@@ -189,3 +191,54 @@ def test_compiles_an_fx_graph_module() -> None:
 def test_non_module_is_refused() -> None:
     with pytest.raises(TypeError, match="nn.Module"):
         polyir.compile(lambda t: t, (torch.randn(2),))
+
+
+def test_unsupported_side_branch_does_not_split_the_main_chain() -> None:
+    """Supported nodes that do not depend on an eager operator share a segment
+    even when the eager operators come between them in graph order."""
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = x @ x.t()
+        first = torch.sort(x, 0).values
+        y = torch.relu(y)
+        second = torch.sort(x, 1).values
+        return torch.softmax(y, -1), first + second
+    x = torch.randn(4, 4)
+    with pytest.warns(PolyirFallbackWarning):
+        compiled = polyir.compile(Fn(fn), (x,), target="cpu")
+    torch.testing.assert_close(compiled(x), fn(x), rtol=1e-5, atol=1e-5)
+    # graph order alone would give three: {mm}, {relu}, {softmax, add}
+    assert compiled.summary()["functions"] == 2
+
+
+def test_dynamo_backend_is_registered_by_name() -> None:
+    from polyir.frontends.dynamo import polyir_backend, register
+
+    register()
+    register()  # idempotent
+    assert torch._dynamo.lookup_backend("polyir") is polyir_backend
+
+
+def test_edge_cases() -> None:
+    """Zero-size and 0-d tensors, non-contiguous inputs, inputs that require grad."""
+    check(lambda t: (t * 2, t.sum(0), t.sum(1)), torch.randn(0, 4))
+    check(lambda s, t: (s * t, s + 1, t.sum() * s), torch.tensor(2.5), torch.randn(3))
+    check(lambda t: t.exp() + 1, torch.randn(4, 6).t())
+    check(lambda t: (t @ t).relu(), torch.randn(3, 3, requires_grad=True))
+    nan = float("nan")
+    check(lambda t: (t.argmax(), F.max_pool2d(t, 2)), torch.tensor([[[[1.0, nan], [3.0, 0.0]]]]))
+
+
+def test_cuda_target_builds_ptx() -> None:
+    """Compiling for CUDA needs no GPU: the model lowers and becomes PTX."""
+    model = SmallCNN(channels=2, classes=3).eval()
+    compiled = polyir.compile(model, (torch.randn(1, 3, 8, 8),), target="cuda")
+    (segment,) = compiled.last_plan.segments
+    assert ".entry" in segment.executable.ptx
+
+
+@pytest.mark.gpu
+def test_cuda_target_matches_eager() -> None:
+    model = MLP().eval()
+    x = torch.randn(3, 12)
+    compiled = polyir.compile(model, (x,), target="cuda")
+    torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-4)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 
 import torch
-from tests.conftest import examples
 from fx_support import check
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from tests.conftest import examples
 
 BINARY = {
     "add": torch.add, "sub": torch.sub, "mul": torch.mul, "maximum": torch.maximum,

@@ -42,7 +42,8 @@ def test_integer_and_bool_reductions() -> None:
 def test_arg_reductions() -> None:
     x = torch.randn(4, 7)
     x[1, 3] = x[1, 5] = 10.0  # ties: eager returns the first index
-    check(lambda t: (t.argmax(-1), t.argmin(0), t.argmax(), t.max(-1), t.min(0, keepdim=True),
+    check(lambda t: (t.argmax(-1), t.argmin(0), t.argmax(), t.argmax(None, keepdim=True), t.max(-1),
+                     t.min(0, keepdim=True),
                      t.max()),
           x, ops=["aten.argmax.default", "aten.max.dim", "aten.max.default"])
 
@@ -101,3 +102,23 @@ def test_batch_norm_inference(shape: tuple[int, ...]) -> None:
         bn.bias.copy_(torch.randn(channels))
     bn.eval()
     check(bn, torch.randn(shape), rtol=1e-5, atol=1e-5)
+
+
+def test_scans_and_norms() -> None:
+    x = torch.randn(3, 5, 4)
+    h = torch.randn(4, 9).half()
+    check(lambda t, u: (t.cumsum(1), t.cumprod(-1), t.cumsum(0, dtype=torch.float64), u.cumsum(-1),
+                        torch.linalg.vector_norm(t, dim=-1), torch.linalg.vector_norm(t, 1, (0, 2)),
+                        torch.linalg.vector_norm(t, float("inf")), torch.linalg.vector_norm(t, 3, 1),
+                        torch.linalg.vector_norm(t, 0, -1), F.normalize(t, dim=1)),
+          x, h, ops=["aten.cumsum.default", "aten.cumprod.default", "aten.linalg_vector_norm.default"],
+          rtol=1e-3, atol=1e-3)
+
+
+def test_group_instance_and_rms_norm() -> None:
+    x = torch.randn(2, 6, 3, 5) * 2 + 1
+    w, b = torch.randn(6), torch.randn(6)
+    check(lambda t, w_, b_: (F.group_norm(t, 3, w_, b_), F.group_norm(t, 2), F.instance_norm(t),
+                             F.rms_norm(t, (3, 5)), torch.ops.aten.native_group_norm(t, w_, b_, 2, 6, 15, 3, 1e-5)),
+          x, w, b, ops=["aten.native_group_norm.default", "aten.native_batch_norm.default"],
+          rtol=1e-4, atol=1e-4)

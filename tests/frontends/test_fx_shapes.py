@@ -92,3 +92,30 @@ def _statements(nodes) -> list[Assign]:
         for attr in ("body", "then_body", "else_body"):
             found += _statements(getattr(node, attr, ()))
     return found
+
+
+def test_flip_repeat_diagonal_roll() -> None:
+    x = torch.randn(3, 4, 5)
+    m = torch.randn(4, 6)
+    check(lambda t, s: (torch.flip(t, [0, 2]) * 1, t.repeat(2, 1, 3) + 0, t.repeat(2, 1, 1, 1) * 1,
+                        torch.diagonal(s) * 1, torch.diagonal(s, 2) * 1, torch.diagonal(s, -1) * 1,
+                        torch.diagonal(t, 0, 0, 2) * 1, torch.roll(s, 2, 1) * 1),
+          x, m, ops=["aten.flip.default", "aten.repeat.default", "aten.diagonal.default"])
+
+
+def test_advanced_indexing_and_gather() -> None:
+    x = torch.randn(5, 6, 4)
+    rows = torch.tensor([4, 0, -1, 2])          # negative indices count from the end
+    cols = torch.tensor([[1], [5], [0]])
+    lanes = torch.tensor([3, -4, 1])
+    index = torch.randint(0, 6, (5, 3, 4))
+    check(lambda t, r, c, k, i: (t[r] * 1, t[:, r] * 1, t[r[:3, None], c] * 1,
+                                 t[c % 5, :, k] * 1,  # non-adjacent: broadcast dims go first
+                                 t[:, c, k] * 1, torch.gather(t, 1, i), torch.gather(t, 0, i[:2] % 5)),
+          x, rows, cols, lanes, index, ops=["aten.index.Tensor", "aten.gather.default"])
+
+
+def test_nearest_upsampling() -> None:
+    x = torch.randn(1, 2, 3, 4)
+    check(lambda t: (F.interpolate(t, scale_factor=2), F.interpolate(t, size=(5, 7))), x,
+          ops=["aten.index.Tensor"])

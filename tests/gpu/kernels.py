@@ -117,3 +117,32 @@ func chain(Y: f32[N, M], X: f32[N, M], b: f32[M]) {
   }
 }
 """
+
+HAND_MAPPED_HOST = """
+func main(C: f32[N, N], A: f32[N, N], B: f32[N, N]) {
+  local As: f32[8, 8] @shared
+  local Bs: f32[8, 8] @shared
+  local acc: f32[] @local
+  for by = 0 to N // 8 gpu=block.y {
+    for bx = 0 to N // 8 gpu=block.x {
+      for ty = 0 to 8 gpu=thread.y {
+        for tx = 0 to 8 gpu=thread.x {
+          S0: acc[] = 0.0
+          for kt = 0 to N // 8 {
+            S1: As[ty, tx] = A[8*by + ty, 8*kt + tx]
+            S2: Bs[ty, tx] = B[8*kt + ty, 8*bx + tx]
+            barrier
+            for k = 0 to 8 {
+              S3: acc[] = acc[] + As[ty, k] * Bs[k, tx]
+            }
+            barrier
+          }
+          S4: C[8*by + ty, 8*bx + tx] = acc[]
+        }
+      }
+    }
+  }
+}
+"""
+"""A host function holding a nest mapped by hand (allowed before outlining,
+docs/ir.md): gpu-map outlines it as it is."""

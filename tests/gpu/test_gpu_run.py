@@ -16,7 +16,13 @@ from polyir.ptx.build import build_cuda
 from polyir.target import cuda
 from polyir.testing import programs, random_arguments, symbol_values
 from tests.conftest import examples
-from tests.gpu.kernels import ELEMENTWISE, SHARED_TILED_MATMUL, host_fragment_matmul, wmma_matmul_kernel
+from tests.gpu.kernels import (
+    ELEMENTWISE,
+    HAND_MAPPED_HOST,
+    SHARED_TILED_MATMUL,
+    host_fragment_matmul,
+    wmma_matmul_kernel,
+)
 from tests.gpu.test_ptx import MMA_CASES, _matmul_inputs
 
 pytestmark = pytest.mark.gpu
@@ -49,6 +55,16 @@ def test_shared_memory_tiled_matmul() -> None:
     expected = c + a @ b
     exe(c, a, b)
     np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_hand_mapped_host_nest() -> None:
+    exe = build_cuda(parse(HAND_MAPPED_HOST), cuda(_sm()))
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((64, 64)).astype(np.float32)
+    b = rng.standard_normal((64, 64)).astype(np.float32)
+    c = np.zeros((64, 64), np.float32)
+    exe(c, a, b)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("key,a_layout,b_layout,warps", MMA_CASES)

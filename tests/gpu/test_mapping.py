@@ -16,7 +16,7 @@ from polyir.ir.verifier import verify
 from polyir.passes import transform
 from polyir.testing import assert_equivalent, programs, random_arguments, symbol_values
 from tests.conftest import examples
-from tests.gpu.kernels import ELEMENTWISE, SHARED_TILED_MATMUL, host_fragment_matmul
+from tests.gpu.kernels import ELEMENTWISE, HAND_MAPPED_HOST, SHARED_TILED_MATMUL, host_fragment_matmul
 
 SMALL_SIZES = {"N": 5, "M": 3, "P": 4}
 
@@ -199,6 +199,26 @@ def test_pipeline_options_and_errors() -> None:
         MapOptions(block_sizes=(0,))
     already = map_module(module)
     assert map_module(already) == already  # launches and kernels are kept as they are
+
+
+def test_hand_mapped_host_nest_is_outlined_as_is() -> None:
+    module = parse(HAND_MAPPED_HOST)
+    mapped = map_module(module)
+    verify(mapped)
+    (launch,) = mapped.entry.body
+    assert isinstance(launch, Launch)  # N // 8 >= 0 needs no guard
+    assert launch.block == (8, 8, 1) and [str(g) for g in launch.grid] == ["N // 8", "N // 8", "1"]
+    kernel = _kernels(mapped)[0]
+    assert kernel.body == module.entry.body and kernel.locals == module.entry.locals
+    assert mapped.entry.locals == ()
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((16, 16)).astype(np.float32), rng.standard_normal((16, 16)).astype(np.float32)
+    c = np.zeros((16, 16), np.float32)
+    interpret(mapped, c, a, b, parallel_order="shuffle", detect_races=True)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
+    thread_extent = HAND_MAPPED_HOST.replace("for tx = 0 to 8 gpu", "for tx = 0 to N gpu")
+    with pytest.raises(CompileError, match="constant positive extent"):
+        map_module(parse(thread_extent))
 
 
 def test_empty_grid_is_guarded() -> None:

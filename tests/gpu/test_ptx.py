@@ -4,6 +4,7 @@ kernels also run in the interpreter against numpy; the entry points compile
 for CUDA on a machine with no GPU and refuse to run with a clear error."""
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -20,7 +21,13 @@ from polyir.ptx.build import build_cuda
 from polyir.target import cuda
 from polyir.testing import programs
 from tests.conftest import HAS_GPU, examples
-from tests.gpu.kernels import ELEMENTWISE, SHARED_TILED_MATMUL, host_fragment_matmul, wmma_matmul_kernel
+from tests.gpu.kernels import (
+    ELEMENTWISE,
+    HAND_MAPPED_HOST,
+    SHARED_TILED_MATMUL,
+    host_fragment_matmul,
+    wmma_matmul_kernel,
+)
 from tests.gpu.ptxas import assemble
 
 MMA_CASES = [
@@ -105,6 +112,13 @@ def test_shared_memory_ptx_golden() -> None:
     assemble(ptx)
 
 
+def test_hand_mapped_nest_ptx_golden() -> None:
+    ptx = build_cuda(parse(HAND_MAPPED_HOST), cuda(80)).ptx
+    assert ptx.count("bar.sync") == 2 and ".shared" in ptx
+    assert "%tid.y" in ptx and "%ctaid.y" in ptx
+    assemble(ptx)
+
+
 def test_large_shared_buffers_use_dynamic_shared_memory() -> None:
     module = parse("""
 func f(A: f32[N, 128], B: f32[N, 128]) {
@@ -171,6 +185,7 @@ def test_random_programs_assemble(module) -> None:
 def test_driver_builds_cuda_without_a_gpu() -> None:
     exe = build(parse(ELEMENTWISE), "cuda:sm_80")
     assert exe.ptx.startswith("//") and exe.llvm_ir and exe.ir.functions[1].kind == "kernel"
+    assemble(exe.ptx)
     if not HAS_GPU:
         x = np.ones((4, 4), np.float32)
         with pytest.raises(DeviceError, match="CuPy|GPU"):
@@ -183,8 +198,6 @@ def test_pykernel_compile_for_cuda_returns_ptx() -> None:
             for j in range(X.shape[1]):
                 Y[i, j] = alpha * X[i, j] + math.exp(X[i, j])
 
-    import math  # noqa: F401  (used by the kernel body)
-    scale.__globals__["math"] = math
     kernel = polyir.kernel(scale, target="cuda")
     x = np.ones((8, 8), np.float32)
     exe = kernel.compile_for(np.zeros_like(x), x, 2.0)

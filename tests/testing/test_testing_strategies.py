@@ -25,6 +25,11 @@ FEATURES = (
     "transposed_access", "reversed_access", "reduction", "scalar_temporary", "if", "else",
     "symbol_param", "scalar_param", "int_buffer", "f64_buffer", "affine_shape", "local_array",
     "several_statements", "select", "call:max", "call:min", "cast",
+    # dependences through memory, kept bounded
+    "cross_statement_dependence", "recurrence", "stencil", "reduction_reads_updated", "bounded_reduction",
+    # nests and value forms
+    "perfect_nest", "gather", "bool_buffer", "bool_temporary", "i64_buffer", "compare", "call:abs",
+    "call:tanh", "call:exp", "call:sigmoid", "call:sqrt", "float_division", "float_cast",
 )
 
 
@@ -128,6 +133,15 @@ def test_shrinking_gives_small_programs() -> None:
                                                suppress_health_check=list(HealthCheck)))
     assert _depth(nested.entry.body) == 2 and len(_statements(nested.entry.body)) == 1
     assert len(str(nested).rstrip().splitlines()) <= 8, str(nested)
+
+
+@pytest.mark.parametrize("feature", ["gather", "stencil", "perfect_nest", "bool_temporary"])
+def test_new_features_shrink_to_small_programs(feature: str) -> None:
+    found = hypothesis_find(programs(), lambda m: feature in program_features(m),
+                            settings=settings(database=None, max_examples=500, derandomize=True,
+                                              suppress_health_check=list(HealthCheck)))
+    assert len(_statements(found.entry.body)) <= 2, str(found)
+    assert len(str(found).rstrip().splitlines()) <= 9, str(found)
 
 
 def test_symbol_values_defaults_int_and_mapping() -> None:

@@ -15,6 +15,7 @@ from polyir.frontends.aten import (  # noqa: F401  (registers the rules)
     norm,
     pool,
     reduction,
+    resample,
     shape,
 )
 from polyir.frontends.aten.lower import LoweredSegment, lower_segment, unsupported_reason

@@ -20,6 +20,7 @@ import torch
 from polyir.errors import UnsupportedOp
 from polyir.ir.affine import Aff, Constraint
 from polyir.ir.nodes import (
+    CALLS,
     Assign,
     BinOp,
     Buffer,
@@ -182,6 +183,9 @@ _RESERVED = {"func", "kernel", "local", "for", "to", "step", "parallel", "unroll
              "fragment_fill", "fragment_load", "fragment_mma", "fragment_store"}
 
 
+_DTYPE_NAMES = {str(dtype) for dtype in DType}
+
+
 class LoweringContext:
     """Collects the parameters, locals and loop nests of one polyir function.
 
@@ -207,10 +211,7 @@ class LoweringContext:
         base = _IDENT.sub("_", hint) or "t"
         if not base[0].isalpha():
             base = "t" + base
-        if base in _RESERVED or base in DType._value2member_map_ or keyword.iskeyword(base):
-            base += "_v"
-        from polyir.ir.nodes import CALLS
-        if base in CALLS:
+        if base in _RESERVED or base in CALLS or base in _DTYPE_NAMES or keyword.iskeyword(base):
             base += "_v"
         name = base
         while name in self._names:

@@ -270,6 +270,47 @@ def lower_div(ctx: LoweringContext, node: torch.fx.Node, a: Operand, b: Operand,
     return pointwise(ctx, node, [a, b], dtype, lambda x, y: _floor_div_int(x, y, dtype))
 
 
+def _trunc(x: Expr, dtype: DType) -> Expr:
+    return Select(Compare("<", x, const(0, dtype)), Call("ceil", (x,)), Call("floor", (x,)))
+
+
+@register(aten.trunc, aten.fix)
+def lower_trunc(ctx: LoweringContext, node: torch.fx.Node, x: Operand) -> TensorValue:
+    dtype = compute_dtype(node, 1)
+    if not dtype.is_float:
+        return pointwise(ctx, node, [x], dtype, lambda a: a)
+    return pointwise(ctx, node, [x], dtype, lambda a: _trunc(a, dtype))
+
+
+@register(aten.round.default)
+def lower_round(ctx: LoweringContext, node: torch.fx.Node, x: Operand) -> TensorValue:
+    """Round half to even, as ``torch.round``: from ``f = floor(x)`` and the
+    exact fraction ``x - f`` (no ``x + 0.5``, which can round up wrongly)."""
+    dtype = compute_dtype(node, 1)
+    if not dtype.is_float:
+        return pointwise(ctx, node, [x], dtype, lambda a: a)
+    half, one, two = const(0.5, dtype), const(1, dtype), const(2, dtype)
+
+    def rounded(a: Expr) -> Expr:
+        low = Call("floor", (a,))
+        fraction = BinOp("-", a, low)
+        odd = Compare("!=", BinOp("-", low, BinOp("*", two, Call("floor", (BinOp("/", low, two),)))),
+                      const(0, dtype))
+        up = BinOp("or", Compare(">", fraction, half), BinOp("and", Compare("==", fraction, half), odd))
+        return Select(up, BinOp("+", low, one), low)
+    return pointwise(ctx, node, [x], dtype, rounded)
+
+
+@register(aten.fmod)
+def lower_fmod(ctx: LoweringContext, node: torch.fx.Node, a: Operand, b: Operand) -> TensorValue:
+    """C's ``fmod``: the result has the sign of the dividend."""
+    dtype = compute_dtype(node, 2)
+    if not dtype.is_float:
+        return pointwise(ctx, node, [a, b], dtype, lambda x, y: BinOp("%", x, y))
+    return pointwise(ctx, node, [a, b], dtype, lambda x, y: BinOp(
+        "-", x, BinOp("*", _trunc(BinOp("/", x, y), dtype), y)))
+
+
 @register(aten.remainder)
 def lower_remainder(ctx: LoweringContext, node: torch.fx.Node, a: Operand, b: Operand) -> TensorValue:
     """Python's ``%``: the result has the sign of the divisor."""

@@ -69,12 +69,10 @@ def lower_softmax(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, dim
     return out
 
 
-@register(aten.native_layer_norm)
-def lower_layer_norm(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue,
-                     normalized_shape: Sequence[int], weight: TensorValue | None,
-                     bias: TensorValue | None, eps: float) -> tuple[TensorValue, ...]:
-    dims = list(range(x.rank - len(normalized_shape), x.rank))
-    acc = accumulator_dtype(x.dtype)
+def mean_and_rstd(ctx: LoweringContext, x: TensorValue, dims: Sequence[int], acc: Any,
+                  eps: float) -> tuple[TensorValue, TensorValue]:
+    """Locals (dims kept as size 1): the mean of ``x`` over ``dims`` and
+    ``rsqrt(biased variance + eps)``."""
     mean = variance_pieces(ctx, x, dims, acc)
     rstd = ctx.temp(f"{x.buffer}_rstd", mean.shape, acc)
     count = 1
@@ -84,6 +82,31 @@ def lower_layer_norm(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue,
               element=lambda v, idx: _square(BinOp("-", v, mean.load(_kept(idx, dims)))),
               finish=lambda a: Call("rsqrt", (BinOp("+", BinOp("/", a, const(count, acc)),
                                                      const(eps, acc)),)))
+    return mean, rstd
+
+
+def _statistics_outputs(ctx: LoweringContext, node: torch.fx.Node,
+                        stats: Sequence[TensorValue]) -> list[TensorValue]:
+    """Outputs 1 and 2 of a norm node (mean, rstd) where a user reads them."""
+    results = list(stats)
+    used = used_outputs(node)
+    for position in (1, 2):
+        if position in used:
+            target = ctx.result(node, position)
+            source = results[position - 1]
+            from polyir.frontends.aten.shape import reshape_map
+            ctx.copy(source.view(target.shape, reshape_map(source.shape, target.shape)), target)
+            results[position - 1] = target
+    return results
+
+
+@register(aten.native_layer_norm)
+def lower_layer_norm(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue,
+                     normalized_shape: Sequence[int], weight: TensorValue | None,
+                     bias: TensorValue | None, eps: float) -> tuple[TensorValue, ...]:
+    dims = list(range(x.rank - len(normalized_shape), x.rank))
+    acc = accumulator_dtype(x.dtype)
+    mean, rstd = mean_and_rstd(ctx, x, dims, acc, eps)
     out = ctx.result(node, 0)
 
     def element(idx: list) -> Expr:
@@ -95,14 +118,33 @@ def lower_layer_norm(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue,
             value = BinOp("+", value, ctx.operand(bias, idx, x.shape, acc))
         return value
     ctx.map_elements(out, element)
-    results = [out, mean, rstd]
-    used = used_outputs(node)
-    for position in (1, 2):
-        if position in used:
-            target = ctx.result(node, position)
-            ctx.copy(results[position], target)
-            results[position] = target
-    return tuple(results)
+    return (out, *_statistics_outputs(ctx, node, [mean, rstd]))
+
+
+@register(aten.native_group_norm)
+def lower_group_norm(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue,
+                     weight: TensorValue | None, bias: TensorValue | None, batch: int,
+                     channels: int, spatial: int, groups: int, eps: float) -> tuple[TensorValue, ...]:
+    """Statistics over ``x`` seen as ``[N, G, C/G * HxW]``; channel ``c`` reads
+    group ``c // (C/G)``."""
+    from polyir.frontends.aten.shape import reshape_map
+    acc = accumulator_dtype(x.dtype)
+    per_group = channels // groups
+    grouped_shape = (batch, groups, per_group * spatial)
+    grouped = x.view(grouped_shape, reshape_map(x.shape, grouped_shape))
+    mean, rstd = mean_and_rstd(ctx, grouped, [2], acc, eps)
+    out = ctx.result(node, 0)
+
+    def element(idx: list) -> Expr:
+        stat = [idx[0], idx[1] // per_group, Aff.const(0)]
+        value = BinOp("*", BinOp("-", ctx.cast(x.load(idx), acc), mean.load(stat)), rstd.load(stat))
+        if weight is not None:
+            value = BinOp("*", value, ctx.cast(weight.load([idx[1]]), acc))
+        if bias is not None:
+            value = BinOp("+", value, ctx.cast(bias.load([idx[1]]), acc))
+        return value
+    ctx.map_elements(out, element)
+    return (out, *_statistics_outputs(ctx, node, [mean, rstd]))
 
 
 def _square(e: Expr) -> Expr:
@@ -112,33 +154,56 @@ def _square(e: Expr) -> Expr:
 def _batch_norm_accepts(node: torch.fx.Node) -> str | None:
     if node.target is aten._native_batch_norm_legit_no_training.default:
         return None
+    if node.target is aten._native_batch_norm_legit.no_stats:
+        return None
     training = node.args[5] if len(node.args) > 5 else node.kwargs.get("training")
-    return "batch norm in training mode" if training else None
+    if training and node.args[3] is not None:
+        return "batch norm in training mode that updates running statistics"
+    return None
 
 
 @register(aten.native_batch_norm, aten._native_batch_norm_legit_no_training,
           aten._native_batch_norm_legit, accepts=_batch_norm_accepts)
 def lower_batch_norm(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue,
                      weight: TensorValue | None, bias: TensorValue | None,
-                     running_mean: TensorValue, running_var: TensorValue,
                      *args: Any) -> tuple[TensorValue, ...]:
-    """Inference batch norm: ``(x - mean[c]) * rsqrt(var[c] + eps) * w[c] + b[c]``."""
+    """Inference: ``(x - mean[c]) * rsqrt(var[c] + eps) * w[c] + b[c]`` with the
+    running statistics. Training without running statistics (instance norm):
+    the batch's own statistics over every dimension but the channel."""
     eps = args[-1]
     out = ctx.result(node, 0)
     acc = accumulator_dtype(x.dtype)
+    if node.target is aten._native_batch_norm_legit.no_stats:
+        running: tuple[TensorValue, TensorValue] | None = None
+    else:
+        training = node.target is not aten._native_batch_norm_legit_no_training.default and args[2]
+        running = None if training else (args[0], args[1])
+    if running is None:
+        dims = [d for d in range(x.rank) if d != 1]
+        mean, rstd = mean_and_rstd(ctx, x, dims, acc, eps)
 
-    def channel(value: TensorValue, idx: list) -> Expr:
-        return ctx.cast(value.load([idx[1]]), acc)
+        def statistics(idx: list) -> tuple[Expr, Expr]:
+            kept = _kept(idx, dims)
+            return mean.load(kept), rstd.load(kept)
+    else:
+        running_mean, running_var = running
+
+        def statistics(idx: list) -> tuple[Expr, Expr]:
+            variance = ctx.cast(running_var.load([idx[1]]), acc)
+            return (ctx.cast(running_mean.load([idx[1]]), acc),
+                    Call("rsqrt", (BinOp("+", variance, const(eps, acc)),)))
 
     def element(idx: list) -> Expr:
-        scale = Call("rsqrt", (BinOp("+", channel(running_var, idx), const(eps, acc)),))
-        value = BinOp("*", BinOp("-", ctx.cast(x.load(idx), acc), channel(running_mean, idx)), scale)
+        center, scale = statistics(idx)
+        value = BinOp("*", BinOp("-", ctx.cast(x.load(idx), acc), center), scale)
         if weight is not None:
-            value = BinOp("*", value, channel(weight, idx))
+            value = BinOp("*", value, ctx.cast(weight.load([idx[1]]), acc))
         if bias is not None:
-            value = BinOp("+", value, channel(bias, idx))
+            value = BinOp("+", value, ctx.cast(bias.load([idx[1]]), acc))
         return value
     ctx.map_elements(out, element)
+    if running is None:
+        return (out, *_statistics_outputs(ctx, node, [mean, rstd]))
     # The saved statistics are empty tensors in inference: views of nothing.
     empty = out.view((0,), lambda idx: (Aff.const(0),) * out.rank)
     return (out, empty, empty)

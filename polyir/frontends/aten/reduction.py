@@ -33,7 +33,7 @@ from polyir.frontends.aten.context import (
 )
 from polyir.frontends.aten.registry import register
 from polyir.ir.affine import Aff, Constraint
-from polyir.ir.nodes import BinOp, Call, Compare, Expr, Node, Select
+from polyir.ir.nodes import BinOp, Call, Compare, Expr, For, Node, Select
 from polyir.ir.types import DType
 
 aten = torch.ops.aten
@@ -260,11 +260,10 @@ def _index_reduction(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, 
 def lower_argmax(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, dim: Any = None,
                  keepdim: bool = False) -> TensorValue:
     indices = ctx.result(node)
-    if dim is None and keepdim:
-        raise ValueError("argmax with keepdim over all dims")
-    _index_reduction(ctx, node, x, dim, keepdim, packet(node) is aten.argmax,
-                     None, indices if dim is not None else indices.view(
-                         (1,), lambda idx: ()))
+    target = indices
+    if dim is None:  # one index into the flattened tensor, 0-d or [1, 1, ...]
+        target = indices.view((1,), lambda idx: (Aff.const(0),) * indices.rank)
+    _index_reduction(ctx, node, x, dim, keepdim, packet(node) is aten.argmax, None, target)
     return indices
 
 
@@ -289,3 +288,70 @@ def lower_max_all(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue) -> 
 
 __all__ = ["accumulate", "over_dims", "reduced_dims", "keepdim_view", "variance_pieces",
            "dtype_of", "node_meta"]
+
+
+@register(aten.linalg_vector_norm)
+def lower_vector_norm(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, order: Any = 2,
+                      dims: Any = None, keepdim: bool = False, **kwargs: Any) -> TensorValue:
+    """``(sum |x|^p)^(1/p)``; ``p = inf/-inf``: the max/min of ``|x|``; ``p = 0``:
+    the number of non-zeros."""
+    out = ctx.result(node)
+    dims = reduced_dims(x.rank, dims)
+    acc = accumulator_dtype(out.dtype)
+
+    def magnitude(value: Expr, idx: list[Aff]) -> Expr:
+        return Call("abs", (value,))
+    if order in (math.inf, -math.inf):
+        fn = "max" if order > 0 else "min"
+        over_dims(ctx, out, x, dims, acc_dtype=acc, init=const(-math.inf if order > 0 else math.inf, acc),
+                  combine=lambda a, v: Call(fn, (a, v)), element=magnitude)
+    elif order == 0:
+        over_dims(ctx, out, x, dims, acc_dtype=acc, init=const(0, acc), combine=add,
+                  element=lambda v, idx: Select(Compare("!=", v, const(0, acc)), const(1, acc),
+                                                const(0, acc)))
+    elif order == 1:
+        over_dims(ctx, out, x, dims, acc_dtype=acc, init=const(0, acc), combine=add, element=magnitude)
+    elif order == 2:
+        over_dims(ctx, out, x, dims, acc_dtype=acc, init=const(0, acc), combine=add,
+                  element=lambda v, idx: BinOp("*", v, v), finish=lambda a: Call("sqrt", (a,)))
+    else:
+        p = const(order, acc)
+        over_dims(ctx, out, x, dims, acc_dtype=acc, init=const(0, acc), combine=add,
+                  element=lambda v, idx: Call("pow", (Call("abs", (v,)), p)),
+                  finish=lambda a: Call("pow", (a, const(1.0 / order, acc))))
+    return out
+
+
+@register(aten.cumsum, aten.cumprod)
+def lower_scan(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, dim: int,
+               **kwargs: Any) -> TensorValue:
+    """A running sum (product) along ``dim``: a loop-carried recurrence
+    ``out[j] = out[j - 1] + x[j]``, accumulated in f32 for f16/bf16."""
+    out = ctx.result(node)
+    dim = normalize_dim(dim, max(x.rank, 1))
+    if x.rank == 0:
+        ctx.copy(x, out)
+        return out
+    if out.shape[dim] == 0:
+        return out
+    acc_dtype = accumulator_dtype(out.dtype)
+    if acc_dtype is DType.BOOL:
+        acc_dtype = DType.I64
+    acc = out if acc_dtype is out.dtype else ctx.temp(f"{node.name}_acc", out.shape, acc_dtype)
+    op = "+" if packet(node) is aten.cumsum else "*"
+    outer_shape = [1 if d == dim else s for d, s in enumerate(out.shape)]
+    idx, loops = ctx.loops(outer_shape, hint="i")
+    var = ctx.fresh("j")
+    here = list(idx)
+    here[dim] = Aff.var(var)
+    before = list(idx)
+    before[dim] = Aff.var(var) - 1
+    first = list(idx)
+    first[dim] = Aff.const(0)
+    body: list[Node] = [ctx.assign(acc, first, ctx.cast(x.load(first), acc_dtype))]
+    step = ctx.assign(acc, here, BinOp(op, acc.load(before), ctx.cast(x.load(here), acc_dtype)))
+    body.append(For(var, (Aff.const(1),), (Aff.const(out.shape[dim]),), (step,)))
+    ctx.emit(ctx.nest(loops, body))
+    if acc is not out:
+        ctx.copy(acc, out)
+    return out

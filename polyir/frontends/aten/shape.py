@@ -1,5 +1,6 @@
 """Shape operators: view/reshape, permute/transpose, expand, (un)squeeze,
-slice, select, split, unbind, alias/clone, as index maps (no code at all);
+slice, select, split, unbind, flip, repeat, diagonal, alias, as index maps
+(no code at all);
 ``cat`` and ``constant_pad_nd`` as copies.
 
 A view is a :class:`TensorValue` over the same buffer with an index map that
@@ -17,12 +18,13 @@ import torch
 from polyir.frontends.aten.context import (
     LoweringContext,
     TensorValue,
+    const,
     node_meta,
     normalize_dim,
 )
 from polyir.frontends.aten.registry import register
 from polyir.ir.affine import Aff, Constraint
-from polyir.ir.nodes import Index, Node
+from polyir.ir.nodes import If, Index, Node
 
 aten = torch.ops.aten
 
@@ -233,6 +235,50 @@ def lower_unbind(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue,
     return tuple(parts)
 
 
+@register(aten.flip)
+def lower_flip(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue,
+               dims: Sequence[int]) -> TensorValue:
+    flipped = {normalize_dim(d, x.rank) for d in dims}
+
+    def index_map(idx: Sequence[Aff]) -> tuple[Index, ...]:
+        return tuple(x.shape[d] - 1 - i if d in flipped else i for d, i in enumerate(idx))
+    return x.view(x.shape, index_map)
+
+
+@register(aten.repeat)
+def lower_repeat(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue,
+                 repeats: Sequence[int]) -> TensorValue:
+    """Tiling as an index map: ``out[i] = x[i % size]``."""
+    offset = len(repeats) - x.rank
+
+    def index_map(idx: Sequence[Aff]) -> tuple[Index, ...]:
+        result: list[Aff] = []
+        for d, size in enumerate(x.shape):
+            position = idx[offset + d]
+            if size == 1:
+                result.append(Aff.const(0))
+            else:
+                result.append(position % size if repeats[offset + d] > 1 else position)
+        return tuple(result)
+    return x.view(_meta_shape(node), index_map)
+
+
+@register(aten.diagonal)
+def lower_diagonal(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, offset: int = 0,
+                   dim1: int = 0, dim2: int = 1) -> TensorValue:
+    first, second = normalize_dim(dim1, x.rank), normalize_dim(dim2, x.rank)
+    kept = [d for d in range(x.rank) if d not in (first, second)]
+
+    def index_map(idx: Sequence[Aff]) -> tuple[Index, ...]:
+        result: list[Aff] = [Aff.const(0)] * x.rank
+        for position, d in enumerate(kept):
+            result[d] = idx[position]
+        result[first] = idx[-1] + max(-offset, 0)
+        result[second] = idx[-1] + max(offset, 0)
+        return tuple(result)
+    return x.view(_meta_shape(node), index_map)
+
+
 # --------------------------------------------------------------------- copies
 @register(aten.cat)
 def lower_cat(ctx: LoweringContext, node: torch.fx.Node, tensors: Sequence[TensorValue],
@@ -268,17 +314,11 @@ def lower_constant_pad(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue
             conditions.append(Constraint(source[d], ">=", Aff.const(0)))
         if out.shape[d] - before > x.shape[d]:
             conditions.append(Constraint(source[d], "<", Aff.const(x.shape[d])))
-    fill = ctx.assign(out, idx, ctx.cast(_literal(value, out.dtype), out.dtype))
+    fill = ctx.assign(out, idx, const(value, out.dtype))
     copy = ctx.assign(out, idx, x.load(source))
     if conditions:
-        from polyir.ir.nodes import If
         body: list[Node] = [If(tuple(conditions), (copy,), (fill,))]
     else:
         body = [copy]
     ctx.emit(ctx.nest(loops, body))
     return out
-
-
-def _literal(value: Any, dtype: Any) -> Any:
-    from polyir.frontends.aten.context import const
-    return const(value, dtype)

@@ -165,7 +165,7 @@ class FunctionCompiler(ExprCompiler):
         info = self.buffers[buf.name]
         if not buf.rank:
             return "1"
-        return f"_rt.size({self.node}, {buf.name!r}, ({', '.join(info.dims)},))"
+        return f"_rt.size({self.node}, {buf.name!r}, ({''.join(d + ', ' for d in info.dims)}))"
 
     # -------------------------------------------------------------- bodies
     def body(self, nodes: tuple[Node, ...]) -> Block:
@@ -361,7 +361,7 @@ class FunctionCompiler(ExprCompiler):
         head.extend(inner)
         self.emit(f"def {thread}(_bid, _tid, _grid, _block, _sh, _fr, _acc):")
         self.block.extend(head, 1)
-        specs = [f"({STORAGE_FORMAT[b.dtype]!r}, {self.size_code(b)}, ({', '.join(self.buffers[b.name].dims)},))"
+        specs = [f"({STORAGE_FORMAT[b.dtype]!r}, {self.size_code(b)}, ({''.join(d + ', ' for d in self.buffers[b.name].dims)}))"
                  for b in shared + frags]
         shared_specs = "(" + "".join(s + ", " for s in specs[:len(shared)]) + ")"
         frag_specs = "(" + "".join(s + ", " for s in specs[len(shared):]) + ")"
@@ -377,13 +377,13 @@ class FunctionCompiler(ExprCompiler):
         elif isinstance(node, FragmentLoad):
             src = b(node.buffer)
             idx = ", ".join(self.aff(i) for i in node.indices)
-            payload = f"{b(node.fragment).py}, {src.py}, ({', '.join(src.dims)},), ({idx},)"
+            payload = f"{b(node.fragment).py}, {src.py}, ({''.join(d + ', ' for d in src.dims)}), ({idx},)"
         elif isinstance(node, FragmentMMA):
             payload = ", ".join(b(n).py for n in (node.result, node.a, node.b, node.acc))
         elif isinstance(node, FragmentStore):
             dst = b(node.buffer)
             idx = ", ".join(self.aff(i) for i in node.indices)
-            payload = f"{b(node.fragment).py}, {dst.py}, ({', '.join(dst.dims)},), ({idx},)"
+            payload = f"{b(node.fragment).py}, {dst.py}, ({''.join(d + ', ' for d in dst.dims)}), ({idx},)"
         else:
             raise self.error(f"unknown fragment operation {type(node).__name__}")
         if self.in_gpu:
@@ -398,7 +398,7 @@ class FunctionCompiler(ExprCompiler):
         for name in node.args:
             if name in self.buffers:
                 info = self.buffers[name]
-                args.append(f"({info.py}, ({', '.join(info.dims)},))")
+                args.append(f"({info.py}, ({''.join(d + ', ' for d in info.dims)}))")
             else:
                 args.append(self.var_code(name))
         grid = ", ".join(aff_code(g, self.var_code) for g in node.grid)

@@ -359,7 +359,7 @@ class ExprCompiler:
     def emit_check(self, block: Block, info: BufferInfo, codes: list[str], indent: int = 0) -> None:
         cond = " and ".join(f"0 <= {c} < {d}" for c, d in zip(codes, info.dims, strict=True))
         block.emit(f"if not ({cond}): _oob({self.node}, {info.buffer.name!r}, "
-                   f"({', '.join(codes)},), ({', '.join(info.dims)},))", self.node, indent)
+                   f"({''.join(d + ', ' for d in codes)}), ({''.join(d + ', ' for d in info.dims)}))", self.node, indent)
 
     def hoisted_access(self, info: BufferInfo, indices: tuple[Aff, ...]) -> str | None:
         loop = self.loop
