@@ -13,8 +13,8 @@ empties it. Inductor: ``TORCHINDUCTOR_CACHE_DIR`` (read at each compile) and
 ``torch._inductor.utils.clear_caches`` plus ``torch._dynamo.reset``.
 
 The first compile in a process also pays one-time costs that are not the
-model's (imports, LLVM initialisation, Inductor's C++ toolchain checks: about
-17 s here). :func:`warm_up_polyir` and :func:`warm_up_inductor` pay them once on
+model's (imports, LLVM initialisation, Inductor's C++ toolchain checks: 20-30 s
+for Inductor on the 2-core development machine). :func:`warm_up_polyir` and :func:`warm_up_inductor` pay them once on
 a throwaway model, before anything is timed, and record what they took in
 :data:`WARMUP_SECONDS`.
 """

@@ -5,17 +5,19 @@ For every kernel of ``polyir.testing.corpus.CORPUS``:
 1. the numpy formulation (``bench.numpy_kernels``) is checked against the
    plain-Python kernel at the corpus' own small sizes;
 2. at the benchmark size, polyir's compile time is measured cold (empty disk
-   cache, no in-process cache) and warm (populated disk cache), and polyir's
-   result is checked against numpy's;
+   cache, no in-process cache) and warm (populated disk cache; medians of 3 in
+   the full run), and polyir's result is checked against numpy's;
 3. polyir and numpy are timed interleaved; the inputs are restored (untimed)
    before every call, since the kernels update them in place.
 
-Arrays are float32 (``int-arith`` stays int64, ``gather-rows`` indices int32).
+Arrays are float32 (``int-arith`` stays int64, ``gather-rows`` indices int32;
+the ``dtype`` column lists them).
 The time of a polyir call includes the ``Kernel`` call overhead (binding the
 arguments), as a user sees it.
 """
 from __future__ import annotations
 
+import statistics
 import tempfile
 import time
 from collections.abc import Mapping
@@ -123,8 +125,10 @@ def compile_seconds(func: Any, args: list[Any], cache_dir: str) -> tuple[float, 
         return time.perf_counter() - start, kernel
 
 
-def bench_kernel(name: str, sizes: Mapping[str, int], repeats: int) -> dict[str, Any]:
-    """One row: compile times, medians, ratio and notes for corpus kernel ``name``."""
+def bench_kernel(name: str, sizes: Mapping[str, int], repeats: int,
+                 compile_repeats: int = 1) -> dict[str, Any]:
+    """One row: compile times (medians of ``compile_repeats`` fresh caches), medians of
+    ``repeats`` calls, ratio and notes for corpus kernel ``name``."""
     from polyir.testing.corpus import corpus_kernel
 
     kernel = corpus_kernel(name)
@@ -142,16 +146,23 @@ def bench_kernel(name: str, sizes: Mapping[str, int], repeats: int) -> dict[str,
             formulation = None
 
     pristine = kernel.make_args(sizes, np.random.default_rng(0), dtype=DTYPE)
+    row["dtype"] = ",".join(dict.fromkeys(a.dtype.name for a in pristine if isinstance(a, np.ndarray)))
     work = {"polyir": _copy(pristine), "numpy": _copy(pristine)}
     contenders: dict[str, Any] = {}
     try:
-        with tempfile.TemporaryDirectory() as cache_dir:
-            row["compile_cold_s"], cold = compile_seconds(kernel.func, work["polyir"], cache_dir)
-            row["compile_warm_s"], compiled = compile_seconds(kernel.func, work["polyir"], cache_dir)
-        if any(getattr(e, "cache_hit", False) for e in cold.cache.values()):
-            notes.append("the cold compile hit the cache")
-        if not all(getattr(e, "cache_hit", False) for e in compiled.cache.values()):
-            notes.append("the warm compile missed the cache")
+        cold_times, warm_times = [], []
+        for _ in range(compile_repeats):
+            with tempfile.TemporaryDirectory() as cache_dir:
+                seconds, cold = compile_seconds(kernel.func, work["polyir"], cache_dir)
+                cold_times.append(seconds)
+                seconds, compiled = compile_seconds(kernel.func, work["polyir"], cache_dir)
+                warm_times.append(seconds)
+            if any(getattr(e, "cache_hit", False) for e in cold.cache.values()):
+                notes.append("the cold compile hit the cache")
+            if not all(getattr(e, "cache_hit", False) for e in compiled.cache.values()):
+                notes.append("the warm compile missed the cache")
+        row["compile_cold_s"] = statistics.median(cold_times)
+        row["compile_warm_s"] = statistics.median(warm_times)
         compiled(*work["polyir"])
         contenders["polyir"] = lambda: compiled(*work["polyir"])
     except Exception as error:  # report it and keep measuring the others
@@ -178,7 +189,7 @@ def bench_kernel(name: str, sizes: Mapping[str, int], repeats: int) -> dict[str,
     if row.get("polyir_checked", True):
         row["ratio_vs_numpy"] = ratio(row.get("polyir_s"), row.get("numpy_s"))
     if notes:
-        row["note"] = "; ".join(notes)
+        row["note"] = "; ".join(dict.fromkeys(notes))
     return row
 
 
@@ -193,7 +204,8 @@ def run(quick: bool) -> list[dict[str, Any]]:
         if entry.name not in MEDIUM:
             rows.append({"name": entry.name, "note": "no benchmark size (new corpus kernel?)"})
             continue
-        row = bench_kernel(entry.name, sizes_for(entry.name, quick), repeats)
+        row = bench_kernel(entry.name, sizes_for(entry.name, quick), repeats,
+                           compile_repeats=1 if quick else 3)
         print(f"  {entry.name}: polyir {row.get('polyir_s')}, numpy {row.get('numpy_s')}"
               f"{', ' + row['note'] if row.get('note') else ''}", flush=True)
         rows.append(row)

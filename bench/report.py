@@ -2,7 +2,8 @@
 
 ``python -m bench.report results.json`` prints the tables of a saved run again;
 ``--markdown`` prints them as Markdown (for bench/README.md); ``--plots DIR``
-redraws the PNGs.
+redraws the PNGs; ``--compare OLD.json`` lists how each polyir time and ratio
+changed since an earlier run (bench/baseline/results.json is the first one).
 """
 from __future__ import annotations
 
@@ -30,6 +31,10 @@ TABLES: dict[str, tuple[str, list[str]]] = {
     "gpu": ("GPU (target=\"cuda\")", ["name", "shape", "dtype", "polyir_s", "peer", "peer_s", "ratio",
                                      "note"]),
 }
+
+
+GEOMETRIC_MEANS = ("kernels", "models", "compile", "scaling")
+"""Sections whose ratio columns get a geometric mean (the others mix peers)."""
 
 
 def _fmt(value: Any) -> str:
@@ -109,7 +114,7 @@ def markdown(report: dict[str, Any]) -> str:
                   "|" + "|".join("---" for _ in columns) + "|"]
         for row in rows:
             lines.append("| " + " | ".join(_fmt(row.get(c)).replace("|", "/") for c in columns) + " |")
-        for column in columns:
+        for column in columns if section in GEOMETRIC_MEANS else []:
             if column.startswith("ratio"):
                 mean = geometric_mean([r.get(column) for r in rows if r.get(column)])
                 if mean is not None:
@@ -199,7 +204,7 @@ def write_plots(report: dict[str, Any], out: Path) -> list[Path]:
             ax.grid(True, axis="x", which="both", alpha=0.3)
         axes[-1, 0].set_xlabel("polyir time / peer time (log; below 1 = polyir faster)")
         fig.suptitle(f"Speed ratios ({report['mode']} run, medians)")
-        fig.tight_layout()
+        fig.tight_layout(rect=(0, 0, 1, 0.985))
         path = out / "ratios.png"
         fig.savefig(path, dpi=100)
         plt.close(fig)
@@ -207,13 +212,52 @@ def write_plots(report: dict[str, Any], out: Path) -> list[Path]:
     return written
 
 
+ROW_KEYS: dict[str, tuple[str, ...]] = {
+    "kernels": ("name",), "models": ("model", "batch"), "compile": ("model",),
+    "scaling": ("layers",), "native": ("name", "shape"), "gpu": ("name", "shape", "peer"),
+}
+"""The fields that identify a row of each section across runs."""
+
+
+def compare(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
+    """Rows present in both reports: each polyir time and ratio, before and after.
+
+    ``change`` is new / old: below 1, polyir got faster (a time) or gained on its
+    peer (a ratio).
+    """
+    changes = []
+    for section, keys in ROW_KEYS.items():
+        before = {tuple(r.get(k) for k in keys): r for r in old.get(section) or []}
+        for row in new.get(section) or []:
+            key = tuple(row.get(k) for k in keys)
+            previous = before.get(key)
+            if previous is None:
+                continue
+            for field in row:
+                if not (field.startswith("ratio") or (field.startswith("polyir") and field.endswith("_s"))):
+                    continue
+                if isinstance(row[field], float) and isinstance(previous.get(field), float):
+                    changes.append({"section": section, "row": " ".join(map(str, key)), "figure": field,
+                                    "old": previous[field], "new": row[field],
+                                    "change": row[field] / previous[field] if previous[field] else None})
+    return changes
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__.splitlines()[0])
     parser.add_argument("results", help="a results.json written by python -m bench")
     parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
     parser.add_argument("--plots", metavar="DIR", help="redraw the PNGs into DIR")
+    parser.add_argument("--compare", metavar="OLD", help="a results.json to compare against "
+                        "(for example bench/baseline/results.json)")
     args = parser.parse_args(argv)
     report = json.loads(Path(args.results).read_text())
+    if args.compare:
+        old = json.loads(Path(args.compare).read_text())
+        print(f"old: {machine_line(old)}\nnew: {machine_line(report)}")
+        print("change = new / old (below 1: polyir faster, or closer to its peer)")
+        print_table("changes", compare(old, report), ["section", "row", "figure", "old", "new", "change"])
+        return 0
     if args.markdown:
         print(markdown(report))
     else:

@@ -1,7 +1,7 @@
 """Compile-time scaling on a stack of N identical layers, N = 1, 2, 4, ..., 32.
 
 Each N is compiled cold and warm (see ``bench.compile``) by polyir and, in the
-full run, by Inductor. ``loop_nests`` is the number of loop nests polyir
+full run, by Inductor (medians of 3 in the full run). ``loop_nests`` is the number of loop nests polyir
 lowered, a measure of the code it compiles.
 """
 from __future__ import annotations
@@ -29,7 +29,7 @@ def run(quick: bool) -> list[dict[str, Any]]:
         torch.manual_seed(0)
         model, inputs = LayerStack(n).eval(), (torch.randn(8, 64),)
         row: dict[str, Any] = {"layers": n}
-        row.update(cold_and_warm(model, inputs, repeats=1, inductor=not quick))
+        row.update(cold_and_warm(model, inputs, repeats=1 if quick else 3, inductor=not quick))
         print(f"  N={n}: {row}", flush=True)
         rows.append(row)
     return rows

@@ -148,8 +148,8 @@ def describe_pass(cls: type) -> str:
         f = next(f for f in dataclasses.fields(cls) if f.name == name)
         if f.default is not dataclasses.MISSING:
             default = f" = {_format_value(f.default)}"
-        elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-            default = f" = {_format_value(f.default_factory())}"  # type: ignore[misc]
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f" = {_format_value(f.default_factory())}"
         else:
             default = " (required)"
         lines.append(f"    {name}: {OPTION_TYPES[hint]}{default}")
@@ -317,7 +317,7 @@ def _instantiate(cls: type, raw: dict[str, tuple[int, list[_RawValue]]], parser:
     except TypeError as error:
         missing = [f.name for f in dataclasses.fields(cls) if f.init and f.name not in options
                    and f.default is dataclasses.MISSING
-                   and f.default_factory is dataclasses.MISSING]  # type: ignore[misc]
+                   and f.default_factory is dataclasses.MISSING]
         message = f"pass '{name}' needs option(s) {', '.join(missing)}" if missing else str(error)
         raise parser.error(message, parser.pos) from None
     except (ValueError, PolyirError) as error:
@@ -350,7 +350,7 @@ def format_pass(instance: Any) -> str:
     options = []
     for f in (dataclasses.fields(instance) if dataclasses.is_dataclass(instance) else ()):
         value = getattr(instance, f.name)
-        default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
         if value != default:
             options.append(f"{f.name}={_format_value(value)}")
     name = pass_name(instance)

@@ -227,7 +227,6 @@ def _outline_premapped(function: Function, nest: For, name: str, own_locals: lis
                                    f"extent (the block size), not {extent}")
             block[dim] = extent.constant
         if len(loop.body) != 1 or not isinstance(loop.body[0], For) or loop.body[0].mapping is None:
-            loop = None  # type: ignore[assignment]
             break
         loop = loop.body[0]
     if phase != "thread":

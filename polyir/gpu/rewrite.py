@@ -246,7 +246,8 @@ def _substitute_node(node: Node, mapping: dict[str, Aff]) -> Node:
     if isinstance(node, (FragmentLoad, FragmentStore)):
         return replace(node, indices=tuple(a.substitute(mapping) for a in node.indices))
     if isinstance(node, Launch):
-        return replace(node, grid=tuple(a.substitute(mapping) for a in node.grid))  # type: ignore[arg-type]
+        gx, gy, gz = node.grid
+        return replace(node, grid=(gx.substitute(mapping), gy.substitute(mapping), gz.substitute(mapping)))
     return node
 
 

@@ -14,8 +14,9 @@ Build them with operators::
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, Union
+from typing import Union
 
 IntLike = Union[int, "Aff"]
 
@@ -111,7 +112,7 @@ class Aff:
     def __rsub__(self, other: IntLike) -> Aff:
         return Aff.lift(other) - self
 
-    def __mul__(self, factor: int) -> Aff:
+    def __mul__(self, factor: IntLike) -> Aff:
         if isinstance(factor, Aff):
             if factor.is_constant:
                 factor = factor.constant

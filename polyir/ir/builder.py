@@ -145,7 +145,7 @@ def names_in(function: Function) -> set[str]:
             stack.extend(node.then_body)
             stack.extend(node.else_body)
         elif hasattr(node, "name"):
-            names.add(node.name)  # type: ignore[union-attr]
+            names.add(node.name)
     return names
 
 

@@ -7,7 +7,8 @@ operators) and ``eof``. ``#`` starts a comment to the end of the line.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple, TypeVar
 
 from polyir.errors import ParseError
 from polyir.ir.nodes import SourceLoc
@@ -17,6 +18,8 @@ MAX_NESTING = 100
 """Deepest nesting of parentheses, calls and blocks the parser accepts."""
 
 _DTYPES = {d.value: d for d in DType}
+
+_Item = TypeVar("_Item")
 
 _TOKEN = re.compile(r"""
     (?P<space>[ \t\r]+|\#[^\n]*)
@@ -53,7 +56,7 @@ def tokenize(text: str, source_name: str = "<text>") -> list[Token]:
     append = tokens.append
     line, line_start = 1, 0
     for match in _TOKEN.finditer(text):
-        kind = match.lastgroup
+        kind = match.lastgroup or "bad"  # never None: every alternative of _TOKEN is a named group
         if kind == "space":
             continue
         start = match.start()
@@ -63,7 +66,7 @@ def tokenize(text: str, source_name: str = "<text>") -> list[Token]:
         if kind == "bad":
             raise ParseError(f"unexpected character {match.group()!r}", line,
                              start - line_start + 1, source_name)
-        append(Token(kind, match.group(), line, start - line_start + 1))  # type: ignore[arg-type]
+        append(Token(kind, match.group(), line, start - line_start + 1))
     append(Token("eof", "", line, len(text) - line_start + 1))
     return tokens
 
@@ -158,9 +161,9 @@ class TokenCursor:
     def loc(self, token: Token) -> SourceLoc | None:
         return SourceLoc(token.line, token.column) if self.record_locs else None
 
-    def comma_list(self, item, close: str, context: str) -> list:  # type: ignore[no-untyped-def]
+    def comma_list(self, item: Callable[[], _Item], close: str, context: str) -> list[_Item]:
         """Items separated by ',' up to ``close`` (consumed); possibly empty."""
-        items: list = []
+        items: list[_Item] = []
         if self.at_op(close):
             self.advance()
             return items

@@ -42,7 +42,7 @@ class SourceLoc:
 
 
 def _loc() -> SourceLoc | None:
-    return field(default=None, compare=False, repr=False)  # type: ignore[return-value]
+    return field(default=None, compare=False, repr=False)
 
 
 # ---------------------------------------------------------------- expressions

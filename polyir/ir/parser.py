@@ -12,7 +12,9 @@ grid sizes and fragment tile origins are affine by grammar.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from polyir.errors import ParseError
 from polyir.ir.affine import Aff, Constraint
@@ -57,6 +59,8 @@ _AFFINE_COMPARISONS = ("<", "<=", ">", ">=", "==")
 _VALUE_COMPARISONS = frozenset({"<", "<=", ">", ">=", "==", "!="})
 _LOOP_ATTRIBUTES = ("step", "parallel", "unroll", "vectorize", "gpu")
 
+_Piece = TypeVar("_Piece")
+
 
 def parse(text: str, source_name: str = "<text>") -> Module:
     """Parse IR text into a ``Module``.
@@ -98,7 +102,7 @@ def parse_param(text: str) -> Buffer | Symbol:
     return _parse_piece(text, lambda p: p.param(), "a parameter")
 
 
-def _parse_piece(text: str, rule, what: str):  # type: ignore[no-untyped-def]
+def _parse_piece(text: str, rule: Callable[[_Parser], _Piece], what: str) -> _Piece:
     """Parse all of ``text`` with one grammar rule; pieces carry no ``loc`` (they are not from a file)."""
     parser = _Parser(tokenize(text), "<text>", record_locs=False)
     try:
@@ -271,32 +275,36 @@ class _Parser(TokenCursor):
         lower = self.bound("max", "lower")
         self.expect_word("to", "after the lower bound")
         upper = self.bound("min", "upper")
-        attributes: dict[str, object] = {}
+        seen: set[str] = set()
+        factors: dict[str, int] = {}  # step, unroll, vectorize
+        parallel = False
+        mapping: str | None = None
         while not self.at_op("{"):
             token = self.peek()
             if token.kind != "name" or token.text not in _LOOP_ATTRIBUTES:
                 raise self.expected("a loop attribute (step, parallel, unroll=, vectorize=, gpu=) or '{'")
-            if token.text in attributes:
+            if token.text in seen:
                 raise self.error(f"duplicate loop attribute '{token.text}'", token)
+            seen.add(token.text)
             self.advance()
             if token.text == "step":
-                attributes["step"] = self.expect_int("an integer after 'step'")
+                factors["step"] = self.expect_int("an integer after 'step'")
             elif token.text == "parallel":
-                attributes["parallel"] = True
+                parallel = True
             elif token.text == "gpu":
                 self.expect_op("=", "after 'gpu'")
-                attributes["gpu"] = self.expect_name_any("a GPU dimension such as block.x").text
+                mapping = self.expect_name_any("a GPU dimension such as block.x").text
             else:
                 self.expect_op("=", f"after '{token.text}'")
-                attributes[token.text] = self.expect_int(f"an integer factor after '{token.text}='")
+                factors[token.text] = self.expect_int(f"an integer factor after '{token.text}='")
         self.advance()
         body = self.block_body(keyword)
         return For(var, lower, upper, body,
-                   step=attributes.get("step", 1),  # type: ignore[arg-type]
-                   parallel=bool(attributes.get("parallel", False)),
-                   mapping=attributes.get("gpu"),  # type: ignore[arg-type]
-                   unroll=attributes.get("unroll", 0),  # type: ignore[arg-type]
-                   vectorize=attributes.get("vectorize", 0),  # type: ignore[arg-type]
+                   step=factors.get("step", 1),
+                   parallel=parallel,
+                   mapping=mapping,
+                   unroll=factors.get("unroll", 0),
+                   vectorize=factors.get("vectorize", 0),
                    loc=self.loc(keyword))
 
     def expect_name_any(self, what: str) -> Token:
@@ -358,7 +366,8 @@ class _Parser(TokenCursor):
             shared = self.expect_int("a byte count after 'shared'")
         self.expect_op("(", "before the launch arguments")
         args = self.comma_list(lambda: self.expect_ident("an argument name").text, ")", "after a launch argument")
-        return Launch(kernel, tuple(grid), tuple(block), tuple(args), shared, self.loc(keyword))  # type: ignore[arg-type]
+        return Launch(kernel, (grid[0], grid[1], grid[2]), (block[0], block[1], block[2]), tuple(args), shared,
+                      self.loc(keyword))
 
     def labeled_statement(self) -> Node:
         label = self.advance()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numbers
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,6 +44,7 @@ from polyir.ir.nodes import (
     Module,
     Node,
     Select,
+    Statement,
     Symbol,
     Var,
 )
@@ -301,8 +302,8 @@ class _FunctionChecker:
     def typer(self, scope: tuple[str, ...]) -> _Typer:
         return _Typer(self.buffers, frozenset(scope) | self.symbols)
 
-    def named(self, node: Node, kind: str) -> str:
-        name: str = node.name  # type: ignore[union-attr]
+    def named(self, node: Statement, kind: str) -> str:
+        name = node.name
         where = _where(self.function, f"{kind} '{name}'", node)
         _check_identifier(name, "statement name", where)
         if name in self.statement_names:
@@ -340,7 +341,7 @@ class _FunctionChecker:
             raise VerifyError(f"not an IR node: {node!r}", _where(self.function, None))
 
     @staticmethod
-    def checked(where: str, check, *args) -> None:  # type: ignore[no-untyped-def]
+    def checked(where: str, check: Callable[..., None], *args: object) -> None:
         """Run ``check(*args)``, giving a ``VerifyError`` from it this ``where``."""
         try:
             check(*args)

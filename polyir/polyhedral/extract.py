@@ -431,7 +431,8 @@ class _Extractor:
         members = [s for s in self.statements.values() if ident in s.loops]
         pieces = "; ".join(f"{s.name}[{', '.join(s.dims)}] -> [({s.dims[len(frame.dims)]})]"
                            for s in members)
-        band = isl.MultiUnionPwAff(f"{self.param_text} -> [{{ {pieces} }}]")
+        prefix = f"{self.param_text} -> " if self.params else ""  # "[] -> [...]" misparses
+        band = isl.MultiUnionPwAff(f"{prefix}[{{ {pieces} }}]")
         return body.insert_partial_schedule(band)
 
     def _visit_statement(self, node: Node, frame: _Frame, nest: int) -> isl.Schedule:

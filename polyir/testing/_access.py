@@ -17,16 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hypothesis import strategies as st
 
 from polyir.ir.affine import Aff
 from polyir.ir.nodes import BinOp, Call, Cast, Const, Expr, Index, Load, Var
 from polyir.ir.types import DType
-
-if TYPE_CHECKING:
-    from polyir.testing.strategies import _ProgramBuilder
 
 
 @dataclass(frozen=True)
@@ -116,12 +113,20 @@ class AccessDrawer:
     inputs: list[BufferPlan]
     allow_gathers: bool
 
-    # provided by _ProgramBuilder
-    def pick(self, options: Sequence[Any]) -> Any: ...  # pragma: no cover
-    def weighted(self, options: Any) -> Any: ...  # pragma: no cover
-    def chance(self, percent: int) -> bool: ...  # pragma: no cover
-    def extent(self) -> Aff: ...  # pragma: no cover
     draw: Any
+
+    # choices, provided by _ProgramBuilder
+    def pick(self, options: Sequence[Any]) -> Any:
+        raise NotImplementedError
+
+    def weighted(self, options: Any) -> Any:
+        raise NotImplementedError
+
+    def chance(self, percent: int) -> bool:
+        raise NotImplementedError
+
+    def extent(self) -> Aff:
+        raise NotImplementedError
 
     def subscripts(self, plan: BufferPlan, scope: _Scope) -> tuple[Aff, ...]:
         """In-bounds affine subscripts for every dimension of ``plan``. Dimension
@@ -183,8 +188,8 @@ class AccessDrawer:
             return None
         moved = list(indices)
         dims = [self.draw(st.integers(0, len(indices) - 1))]
-        if len(indices) > 1 and self.chance(30):
-            dims.append(self.draw(st.integers(0, len(indices) - 1)))
+        if len(indices) > 1 and self.chance(50):
+            dims.append((dims[0] + self.draw(st.integers(1, len(indices) - 1))) % len(indices))
         for dim in dims:
             shift = self.pick((-1, 1))
             if shift < 0 and not nonnegative_for_positive_symbols(extreme(moved[dim] - 1, scope.loops, False)):

@@ -34,9 +34,12 @@ def _loads(expr: object) -> Iterator[Load]:
         yield from _loads(arg)
 
 
-def _accesses(nodes: tuple[Node, ...]) -> Iterator[tuple[str, tuple[Index, ...], bool, frozenset[str]]]:
+Access = tuple[str, tuple[Index, ...], bool, frozenset[str]]
+
+
+def _accesses(nodes: tuple[Node, ...]) -> Iterator[Access]:
     """``(buffer, indices, is_write, loop variables around it)`` inside ``nodes``."""
-    def walk(body: tuple[Node, ...], inner: frozenset[str]):  # type: ignore[no-untyped-def]
+    def walk(body: tuple[Node, ...], inner: frozenset[str]) -> Iterator[Access]:
         for node in body:
             if isinstance(node, For):
                 yield from walk(node.body, inner | {node.var})

@@ -256,10 +256,10 @@ def unit_expr(builder: _ProgramBuilder, scope: _Scope, dtype: DType, depth: int 
     if shape == "sqrt":
         return Call("sqrt", (Call("abs", (unit_expr(builder, scope, dtype, depth - 1),)),))
     if shape == "cast":
-        other = DType.F64 if dtype is not DType.F64 else DType.F32
-        inner = unit_expr(builder, scope, other, depth - 1)
+        inner_dtype = DType.F64 if dtype is not DType.F64 else DType.F32
+        inner = unit_expr(builder, scope, inner_dtype, depth - 1)
         if builder.flag():
-            inner = BinOp("*", inner, unit_constant(builder, other))
+            inner = BinOp("*", inner, unit_constant(builder, inner_dtype))
         return Cast(dtype, inner)
     return _unit_common(builder, scope, dtype, depth, shape)
 

@@ -16,6 +16,7 @@ and well-conditioned whatever the trip counts (see ``_values``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any, TypeVar
 
 from hypothesis import strategies as st
@@ -50,6 +51,16 @@ LOOP_NAMES = ("i", "j", "k", "l")
 HALF_TYPES = (DType.F16, DType.BF16)
 
 __all__ = ["programs", "BufferPlan", "LoopVar"]
+
+
+@st.composite
+def _span(draw: Callable[[st.SearchStrategy[Any]], Any], builder: _ProgramBuilder, make: Callable[[], T]) -> T:
+    """Runs ``make`` with ``builder`` drawing through this strategy's ``draw``."""
+    outer, builder.draw = builder.draw, draw
+    try:
+        return make()
+    finally:
+        builder.draw = outer
 
 
 class _ProgramBuilder(AccessDrawer):
@@ -186,53 +197,81 @@ class _ProgramBuilder(AccessDrawer):
         return Aff.const(self.draw(st.integers(1, 6)))
 
     # -- structure ----------------------------------------------------------
+    def spanned(self, make: Callable[[], T]) -> T:
+        """``make()`` with its draws grouped into one Hypothesis span, so the
+        shrinker can delete the whole node it builds in one step."""
+        return self.draw(_span(self, make))
+
+    def next_node(self, nodes: list[Node],
+                  make: Callable[[], tuple[list[Node], _Scope]]) -> tuple[list[Node], _Scope] | None:
+        """The next node(s) of a body of ``nodes`` (at least one, at most three),
+        or None to end it. Called inside ``spanned``: each node's continue flag
+        and draws form one span, so deleting that span deletes exactly that
+        node (the first node's flag is drawn but ignored, so any node can go)."""
+        if self.remaining <= 0 or len(nodes) >= 3:
+            return None
+        another = self.chance(60)  # shrinks toward no
+        if nodes and not another:
+            return None
+        return make()
+
     def block(self, scope: _Scope, depth: int, top_level: bool = False) -> tuple[Node, ...]:
         """One to three nodes (at least one statement in total)."""
         nodes: list[Node] = []
-        wanted = self.draw(st.integers(1, 3))
-        while len(nodes) < wanted and self.remaining > 0:
-            kinds = {"statement": 4}
-            if depth < self.max_depth:
-                kinds["loop"] = 6 if depth == 0 else 4
-            if self.allow_ifs:
-                kinds["if"] = 2
-            if self.allow_locals and self.remaining >= 2:
-                kinds["temp"] = 2
-                if self.allow_bools:
-                    kinds["bool_temp"] = 1
-                if top_level and self.max_depth >= 1:
-                    kinds["table"] = 1
-            kind = self.weighted(kinds)
-            if kind == "loop":
-                nodes.append(self.loop(scope, depth))
-            elif kind == "if":
-                nodes.append(self.if_node(scope, depth))
-            elif kind in ("temp", "bool_temp"):
-                node, scope = self.temporary(scope, kind == "bool_temp")
-                nodes.append(node)
-                if self.remaining > 0:  # a temporary is there to be read
-                    nodes.append(self.statement(scope, use=scope.temps[-1]))
-            elif kind == "table":
-                nodes.append(self.table_nest())
-            else:
-                nodes.append(self.statement(scope))
-        return tuple(nodes)
+        while True:
+            made = self.spanned(partial(self.next_node, nodes, partial(self.block_node, scope, depth, top_level)))
+            if made is None:
+                return tuple(nodes)
+            nodes += made[0]
+            scope = made[1]
+
+    def block_node(self, scope: _Scope, depth: int, top_level: bool) -> tuple[list[Node], _Scope]:
+        """One node of a block (two for a temporary and its first reader) and
+        the scope for the nodes after it."""
+        # simplest first: Hypothesis shrinks toward the first kinds
+        kinds = {"statement": 4}
+        if self.allow_locals and self.remaining >= 2:
+            kinds["temp"] = 2
+            if self.allow_bools:
+                kinds["bool_temp"] = 1
+        if depth < self.max_depth:
+            kinds["loop"] = 6 if depth == 0 else 4
+        if self.allow_ifs:
+            kinds["if"] = 2
+        if self.allow_locals and self.remaining >= 2 and top_level and self.max_depth >= 1:
+            kinds["table"] = 1
+        kind = self.weighted(kinds)
+        if kind == "loop":
+            return [self.loop(scope, depth)], scope
+        if kind == "if":
+            return [self.if_node(scope, depth)], scope
+        if kind == "table":
+            return [self.table_nest()], scope
+        if kind in ("temp", "bool_temp"):
+            node, scope = self.temporary(scope, kind == "bool_temp")
+            # a temporary is there to be read
+            return [node, self.statement(scope, use=scope.temps[-1])], scope
+        return [self.statement(scope)], scope
 
     def flat_block(self, scope: _Scope) -> tuple[Node, ...]:
         """One to three statements (the body of a perfect nest)."""
         nodes: list[Node] = []
-        wanted = self.draw(st.integers(1, 3))
-        while len(nodes) < wanted and self.remaining > 0:
-            kind = "statement"
-            if self.allow_locals and self.remaining >= 2 and len(nodes) < wanted - 1:
-                kind = self.weighted({"statement": 4, "temp": 1, "bool_temp": 1 if self.allow_bools else 0})
-            if kind == "statement":
-                nodes.append(self.statement(scope))
-            else:
-                node, scope = self.temporary(scope, kind == "bool_temp")
-                nodes.append(node)
-                nodes.append(self.statement(scope, use=scope.temps[-1]))
-        return tuple(nodes)
+        while True:
+            made = self.spanned(partial(self.next_node, nodes, partial(self.flat_node, scope)))
+            if made is None:
+                return tuple(nodes)
+            nodes += made[0]
+            scope = made[1]
+
+    def flat_node(self, scope: _Scope) -> tuple[list[Node], _Scope]:
+        """A statement, or a temporary and its first reader."""
+        kind = "statement"
+        if self.allow_locals and self.remaining >= 2:
+            kind = self.weighted({"statement": 4, "temp": 1, "bool_temp": 1 if self.allow_bools else 0})
+        if kind == "statement":
+            return [self.statement(scope)], scope
+        node, scope = self.temporary(scope, kind == "bool_temp")
+        return [node, self.statement(scope, use=scope.temps[-1])], scope
 
     def perfect_nests(self) -> tuple[Node, ...]:
         """One or two perfect nests: chains of loops, statements only innermost."""
@@ -402,9 +441,10 @@ class _ProgramBuilder(AccessDrawer):
         if plan.role != "scratch" and plan.bounded:
             if temp.bounded:
                 converted = _values.to_unit(read, temp.dtype, plan.dtype, exact_source=False)
-            elif plan.dtype.is_float:
-                converted = _values.squash(self, _values.convert(read, temp.dtype, plan.dtype,
-                                                                 exact_source=False), plan.dtype)
+            elif plan.dtype.is_float:  # float -> float: always possible
+                as_float = _values.convert(read, temp.dtype, plan.dtype, exact_source=False)
+                assert as_float is not None
+                converted = _values.squash(self, as_float, plan.dtype)
             else:
                 converted = None
             if converted is None:

@@ -188,9 +188,9 @@ def program_features(module: Module) -> set[str]:
                             features.add("shifted_access")
                         if len(used) == 1:
                             order.append(used[0])
-                    depth = {f.var: d for d, f in enumerate(loops)}
+                    level = {f.var: d for d, f in enumerate(loops)}
                     if len(set(order)) == len(order) >= 2 and \
-                            [depth[n] for n in order] != sorted(depth[n] for n in order):
+                            [level[n] for n in order] != sorted(level[n] for n in order):
                         features.add("transposed_access")
                 value_loads = _loads(node.value)
                 target = Load(node.buffer, node.indices)

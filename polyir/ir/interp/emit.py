@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from polyir.ir.affine import Aff, Constraint, FloorDiv
+from polyir.ir.affine import Aff, Atom, Constraint, FloorDiv
 from polyir.ir.types import DType
 
 STORAGE_FORMAT = {
@@ -121,7 +121,7 @@ def linear_split(aff: Aff, name: str) -> tuple[Aff, int] | None:
     """``(base, coeff)`` with ``aff == base + coeff * name`` and ``name`` not in
     ``base``; ``None`` when ``name`` occurs inside a floordiv/mod."""
     coeff = 0
-    rest: list[tuple[object, int]] = []
+    rest: list[tuple[Atom, int]] = []
     for atom, c in aff.terms:
         if atom == name:
             coeff = c
@@ -129,4 +129,4 @@ def linear_split(aff: Aff, name: str) -> tuple[Aff, int] | None:
             return None
         else:
             rest.append((atom, c))
-    return Aff(tuple(rest), aff.constant), coeff  # type: ignore[arg-type]
+    return Aff(tuple(rest), aff.constant), coeff

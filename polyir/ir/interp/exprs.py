@@ -336,11 +336,12 @@ class ExprCompiler:
                              f"{len(indices)} indices")
         if rank == 0:
             return "0"
-        if all(isinstance(i, Aff) for i in indices):
-            hoisted = self.hoisted_access(info, indices)  # type: ignore[arg-type]
+        affine = tuple(i for i in indices if isinstance(i, Aff))
+        if len(affine) == len(indices):
+            hoisted = self.hoisted_access(info, affine)
             if hoisted is not None:
                 return hoisted
-            codes = [self.aff(i) for i in indices]  # type: ignore[arg-type]
+            codes = [self.aff(i) for i in affine]
         else:
             codes = []
             for index in indices:
@@ -406,12 +407,12 @@ def offset_code(codes: list[str], strides: list[str]) -> str:
     return " + ".join(terms) if terms else "0"
 
 
-def const_code(value: object, dtype: DType) -> str:
+def const_code(value: int | float | bool, dtype: DType) -> str:
     """A Python literal for a constant, already rounded/wrapped to its type."""
     if dtype is DType.BOOL:
         return "True" if value else "False"
     if dtype.is_float:
-        x = float(value)  # type: ignore[arg-type]
+        x = float(value)
         if dtype is DType.F32:
             x = round_f32(x)
         elif dtype is DType.F16:
@@ -424,7 +425,7 @@ def const_code(value: object, dtype: DType) -> str:
             return "_INF" if x > 0 else "(-_INF)"
         text = repr(x)
         return f"({text})" if x < 0 or text.startswith("-") else text
-    x = wrap_int(int(value), _INT_BITS[dtype])  # type: ignore[call-overload]
+    x = wrap_int(int(value), _INT_BITS[dtype])
     return f"({x})" if x < 0 else str(x)
 
 

@@ -57,7 +57,7 @@ def run_grid(rt: Any, node: int, thread: Callable[..., Any], grid: tuple[int, in
              shared_specs: tuple[tuple[str, int, tuple[int, ...]], ...],
              frag_specs: tuple[tuple[str, int, tuple[int, ...]], ...]) -> None:
     """Run ``thread`` for every thread of every block of ``grid``."""
-    grid = tuple(int(g) for g in grid)  # type: ignore[assignment]
+    grid = (int(grid[0]), int(grid[1]), int(grid[2]))
     if any(g < 0 for g in grid):
         raise rt.error(node, f"negative grid size {grid}")
     blocks = [(x, y, z) for z in range(grid[2]) for y in range(grid[1]) for x in range(grid[0])]
