@@ -135,7 +135,7 @@ def test_shrinking_gives_small_programs() -> None:
     assert len(str(nested).rstrip().splitlines()) <= 8, str(nested)
 
 
-SHRUNK_FEATURES = ["gather", "stencil", "perfect_nest", "bool_temporary"] if DEEP else ["gather", "stencil"]
+SHRUNK_FEATURES = ["bool_temporary", "perfect_nest", "gather"] + (["stencil", "recurrence"] if DEEP else [])
 
 
 @pytest.mark.parametrize("feature", SHRUNK_FEATURES)
