@@ -42,7 +42,7 @@ def matmul_into(ctx: LoweringContext, out: TensorValue, a: TensorValue, b: Tenso
         return value if beta == 1 else BinOp("*", const(beta, acc), value)
 
     if alpha != 1:
-        def finish(total: Expr) -> Expr:  # type: ignore[no-redef]
+        def finish(total: Expr) -> Expr:
             return BinOp("*", const(alpha, acc), total)
         accumulate(ctx, out, [k_extent], acc_dtype=acc, init=init, element=element, finish=finish)
         if bias is not None and beta != 0:
