@@ -24,8 +24,9 @@ from llvmlite import ir
 from polyir.cpu.parallel import emit_drain
 from polyir.ir.nodes import Buffer, For, Function, If, Node
 from polyir.ir.types import DType
+from polyir.ir.walk import buffers_used, walk_nodes
 from polyir.llvm.hooks import I32, I64, LoweringHooks
-from polyir.llvm.lower import FunctionLowerer, buffers_used, loop_hints
+from polyir.llvm.lower import FunctionLowerer, loop_hints
 from polyir.llvm.mathlib import emit_exp_f32, emit_tanh_f32
 
 PTR = ir.PointerType()
@@ -37,15 +38,7 @@ CHUNK_TYPE = ir.FunctionType(I32, [PTR, I64, I64])
 
 def _occurrences(nodes: Iterable[Node], loop: For) -> int:
     """How many times the object ``loop`` occurs in ``nodes`` (IR may share subtrees)."""
-    count = 0
-    for node in nodes:
-        if node is loop:
-            count += 1
-        elif isinstance(node, For):
-            count += _occurrences(node.body, loop)
-        elif isinstance(node, If):
-            count += _occurrences(node.then_body, loop) + _occurrences(node.else_body, loop)
-    return count
+    return sum(1 for node in walk_nodes(nodes) if node is loop)
 
 
 def _used_outside(nodes: Iterable[Node], loop: For) -> set[str]:

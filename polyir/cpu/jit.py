@@ -23,8 +23,9 @@ from polyir.cpu.cache import CompileCache, cache_key, compiler_fingerprint, defa
 from polyir.cpu.hooks import CpuHooks
 from polyir.cpu.parallel import DRAIN_NAME, ParallelRuntime
 from polyir.errors import CompileError
-from polyir.ir.nodes import Assign, For, FragmentStore, If, Module, Node
+from polyir.ir.nodes import Assign, FragmentStore, Module, Node
 from polyir.ir.printer import print_module
+from polyir.ir.walk import walk_nodes
 from polyir.llvm.lower import lower_function, signature
 from polyir.target import Target
 
@@ -89,15 +90,7 @@ def _check_external_symbols(ref: llvm.ModuleRef, function: str) -> None:
 
 
 def _written(nodes: tuple[Node, ...]) -> set[str]:
-    found: set[str] = set()
-    for node in nodes:
-        if isinstance(node, (Assign, FragmentStore)):
-            found.add(node.buffer)
-        elif isinstance(node, For):
-            found |= _written(node.body)
-        elif isinstance(node, If):
-            found |= _written(node.then_body) | _written(node.else_body)
-    return found
+    return {node.buffer for node in walk_nodes(nodes) if isinstance(node, (Assign, FragmentStore))}
 
 
 def llvm_name(module: Module) -> str:

@@ -39,6 +39,7 @@ from polyir.frontends.pytypes import (
 )
 from polyir.ir.affine import Aff
 from polyir.ir.nodes import BinOp, Buffer, Call, Compare, Const, Expr, Index, Load, Select, to_affine
+from polyir.ir.walk import loads
 
 
 @dataclass(frozen=True)
@@ -74,38 +75,12 @@ class NotAffine(Exception):
 
 def contains_load(expr: Expr) -> bool:
     """True when ``expr`` reads any buffer."""
-    if isinstance(expr, Load):
-        return True
-    for child in _children(expr):
-        if contains_load(child):
-            return True
-    return False
+    return any(True for _ in loads(expr))
 
 
 def loaded_buffers(expr: Expr) -> set[str]:
     """Names of the buffers ``expr`` reads."""
-    found: set[str] = set()
-    stack: list[Any] = [expr]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, Load):
-            found.add(node.buffer)
-        stack.extend(_children(node))
-    return found
-
-
-def _children(expr: Any) -> list[Any]:
-    if isinstance(expr, (BinOp, Compare)):
-        return [expr.lhs, expr.rhs]
-    if isinstance(expr, Call):
-        return list(expr.args)
-    if isinstance(expr, Select):
-        return [expr.cond, expr.if_true, expr.if_false]
-    if isinstance(expr, Load):
-        return [i for i in expr.indices if not isinstance(i, Aff)]
-    if hasattr(expr, "value") and not isinstance(expr, Const):
-        return [expr.value]
-    return []
+    return {load.buffer for load in loads(expr)}
 
 
 class ExprLowering:

@@ -34,8 +34,9 @@ import numpy as np
 from polyir.errors import ArgumentError
 from polyir.frontends.pyast import ArgSpec, lower_kernel
 from polyir.frontends.pycheck import KernelSource, check_syntax, load_source
-from polyir.ir.nodes import Assign, For, If, Module, Node
+from polyir.ir.nodes import Assign, Module, Node
 from polyir.ir.types import DType
+from polyir.ir.walk import walk_nodes
 from polyir.target import Target, resolve
 
 _IR_CACHE: dict[tuple[Any, ...], Module] = {}
@@ -196,15 +197,7 @@ def _torch_to_numpy(tensor: Any, where: str) -> np.ndarray:
 
 
 def _written_buffers(body: tuple[Node, ...]) -> set[str]:
-    found: set[str] = set()
-    for node in body:
-        if isinstance(node, Assign):
-            found.add(node.buffer)
-        elif isinstance(node, For):
-            found |= _written_buffers(node.body)
-        elif isinstance(node, If):
-            found |= _written_buffers(node.then_body) | _written_buffers(node.else_body)
-    return found
+    return {node.buffer for node in walk_nodes(body) if isinstance(node, Assign)}
 
 
 def _global_identity(src: KernelSource) -> set[tuple[str, str]]:

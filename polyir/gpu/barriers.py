@@ -32,20 +32,21 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass, replace
 
-from polyir.gpu.rewrite import FRAGMENT_NODES, contains, contains_parallel_loop, walk_expr, walk_nodes
+from polyir.gpu.rewrite import FRAGMENT_NODES, contains, contains_parallel_loop
 from polyir.ir.affine import Aff, Constraint
 from polyir.ir.nodes import (
     Assign,
     Barrier,
+    Expr,
     For,
     FragmentFill,
     FragmentLoad,
     FragmentMMA,
     FragmentStore,
     If,
-    Load,
     Node,
 )
+from polyir.ir.walk import loads, walk_nodes
 
 
 @dataclass(frozen=True)
@@ -249,10 +250,9 @@ def _accesses(nodes: tuple[Node, ...], ctx: BlockContext, owner_of) -> set[Acces
         owner = owner_of(indices) if indices is not None else None
         found.add(Access(buffer, write, owner))
 
-    def reads(e: object) -> None:
-        for sub in walk_expr(e):
-            if isinstance(sub, Load):
-                add(sub.buffer, False, sub.indices)
+    def reads(e: Expr) -> None:
+        for load in loads(e):
+            add(load.buffer, False, load.indices)
 
     for node in walk_nodes(nodes):
         if isinstance(node, Assign):

@@ -42,18 +42,17 @@ from polyir.errors import CompileError
 from polyir.gpu.barriers import BlockContext, schedule_block
 from polyir.gpu.rewrite import (
     FRAGMENT_NODES,
-    buffers_used,
+    bound_variables,
     contains,
     contains_parallel_loop,
     fresh_name,
     guard,
-    substitute,
     used_variables,
-    walk_nodes,
 )
 from polyir.ir.affine import Aff, Constraint, FloorDiv
 from polyir.ir.nodes import Barrier, Buffer, For, Function, If, Launch, Module, Node, Symbol
 from polyir.ir.types import MemorySpace
+from polyir.ir.walk import buffers_used, substitute, walk_nodes
 
 STATIC_SHARED_LIMIT = 48 * 1024
 """Bytes of static shared memory a kernel may declare; above it the launch asks
@@ -447,7 +446,7 @@ def _kernel_params(function: Function, body: tuple[Node, ...],
     missing = used - {b.name for b in buffers}
     if missing:
         raise CompileError(f"function '{function.name}': unknown buffers {sorted(missing)}")
-    needed = used_variables(body) - _bound(body)
+    needed = used_variables(body) - bound_variables(body)
     for b in [*buffers, *kernel_locals]:
         for dim in b.shape:
             needed |= dim.variables()
@@ -457,10 +456,6 @@ def _kernel_params(function: Function, body: tuple[Node, ...],
                            f"neither loop variables nor size symbols")
     symbols = [Symbol(s) for s in function.symbols if s in needed]
     return [*buffers, *symbols]
-
-
-def _bound(nodes: tuple[Node, ...]) -> set[str]:
-    return {n.var for n in walk_nodes(nodes) if isinstance(n, For)}
 
 
 def _buffer_bytes(buffer: Buffer) -> int:

@@ -38,6 +38,7 @@ from polyir.ir.nodes import (
 )
 from polyir.ir.parser import parse_affine, parse_constraint, parse_expr, parse_param, parse_statement
 from polyir.ir.types import DType, MemorySpace
+from polyir.ir.walk import walk_nodes
 
 AffLike = Union[int, str, Aff]
 BoundLike = Union[AffLike, Sequence[AffLike]]
@@ -135,15 +136,9 @@ def names_in(function: Function) -> set[str]:
     names = {function.name, *function.symbols, *function.buffers}
     for p in function.params:
         names.add(p.name)
-    stack: list[Node] = list(function.body)
-    while stack:
-        node = stack.pop()
+    for node in walk_nodes(function.body):
         if isinstance(node, For):
             names.add(node.var)
-            stack.extend(node.body)
-        elif isinstance(node, If):
-            stack.extend(node.then_body)
-            stack.extend(node.else_body)
         elif hasattr(node, "name"):
             names.add(node.name)
     return names

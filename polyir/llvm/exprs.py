@@ -8,7 +8,7 @@ NaN -> 0, so no poison), bool is 0/1.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, cast
 
 import numpy as np
@@ -27,24 +27,6 @@ if TYPE_CHECKING:
 
 _FLOAT_INTRINSICS = ("exp", "exp2", "log", "log2", "sqrt", "sin", "cos", "floor", "ceil",
                      "tanh")
-
-
-def walk_expr(e: object) -> Iterator[object]:
-    """``e`` and every sub-expression (including gather subscripts)."""
-    stack = [e]
-    while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, Load):
-            stack.extend(i for i in node.indices if not isinstance(i, Aff))
-        elif isinstance(node, (BinOp, Compare)):
-            stack.extend((node.lhs, node.rhs))
-        elif isinstance(node, Call):
-            stack.extend(node.args)
-        elif isinstance(node, Select):
-            stack.extend((node.cond, node.if_true, node.if_false))
-        elif isinstance(node, Cast):
-            stack.append(node.value)
 
 
 def constant(dtype: DType, value: int | float | bool) -> ir.Constant:

@@ -81,13 +81,13 @@ from polyir.ir.nodes import (
     Function,
     If,
     Launch,
-    Load,
     Module,
     Node,
     Symbol,
 )
 from polyir.ir.types import MemorySpace
-from polyir.llvm.exprs import ExprLowering, walk_expr
+from polyir.ir.walk import buffers_used
+from polyir.llvm.exprs import ExprLowering
 from polyir.llvm.hooks import I1, I32, I64, STACK_LIMIT_BYTES, LoweringHooks, where
 
 __all__ = ["LoweringHooks", "FunctionLowerer", "BufferBinding", "LoweredFunction",
@@ -130,39 +130,6 @@ def signature(function: Function, hooks: LoweringHooks) -> list[ParamSlot]:
     slots += [ParamSlot("symbol", s) for s in function.symbols if s not in explicit]
     slots += [ParamSlot("extra", name) for name, _ in hooks.function_params(function)]
     return slots
-
-
-def buffers_used(nodes: Iterable[Node]) -> set[str]:
-    """Names of every buffer read or written anywhere in ``nodes``."""
-    found: set[str] = set()
-
-    def expr_buffers(e: object) -> None:
-        for sub in walk_expr(e):
-            if isinstance(sub, Load):
-                found.add(sub.buffer)
-
-    for node in nodes:
-        if isinstance(node, Assign):
-            found.add(node.buffer)
-            expr_buffers(node.value)
-            for idx in node.indices:
-                expr_buffers(idx)
-        elif isinstance(node, For):
-            found |= buffers_used(node.body)
-        elif isinstance(node, If):
-            found |= buffers_used(node.then_body) | buffers_used(node.else_body)
-        elif isinstance(node, FragmentFill):
-            found.add(node.fragment)
-            expr_buffers(node.value)
-        elif isinstance(node, FragmentLoad):
-            found |= {node.fragment, node.buffer}
-        elif isinstance(node, FragmentMMA):
-            found |= {node.result, node.a, node.b, node.acc}
-        elif isinstance(node, FragmentStore):
-            found |= {node.fragment, node.buffer}
-        elif isinstance(node, Launch):
-            found |= set(node.args)
-    return found
 
 
 class FunctionLowerer(ExprLowering):

@@ -126,8 +126,53 @@ def raw_relations(scop: Scop) -> dict[str, dict[str, isl.UnionMap]]:
         result["raw"][buffer] = _compute(reads, empty, writes, sched)
         result["war"][buffer] = _compute(writes, empty, reads, sched)
         result["waw"][buffer] = _compute(writes, empty, writes, sched)
-        result["flow"][buffer] = _compute(reads, must, may, sched)
+        result["flow"][buffer] = last_writers(scop, reads, must, may)
     return result
+
+
+def last_writers(scop: Scop, reads: isl.UnionMap, must: isl.UnionMap,
+                 may: isl.UnionMap) -> isl.UnionMap:
+    """Value-based flow dependences ``source -> sink``: for each read instance
+    and element, the last must-write before it plus the may-writes after that.
+
+    isl's ``compute_flow`` (and parametric ``lexmax``) give wrong answers on
+    some strided loops (isl as shipped in islpy 2026.2.2: the last write of
+    ``for k = 0 to N step 2`` is placed at ``k = 0``), so the kill is computed
+    without parametric optimisation: a write is dropped when another must
+    write of the same element falls between it and the read. The brute-force
+    oracle (``polyir.polyhedral.bruteforce``) checks the result."""
+    time = as_time_map(scop)
+    if reads.is_empty():
+        return isl.UnionMap.empty(scop.context.get_space())
+    sink_time = reads.domain_map().apply_range(time)           # [sink -> e] -> t_sink
+    later = isl.UnionMap.from_map(_lex_gt_map(time))          # t1 -> t2 : t1 >lex t2
+
+    def before_sink(writes: isl.UnionMap) -> isl.UnionMap:
+        """[sink -> e] -> t_source for writes of e strictly before the sink."""
+        cand = reads.range_map().apply_range(writes.reverse()).apply_range(time)
+        paired = sink_time.range_product(cand)
+        return paired.intersect_range(later.wrap()).range_factor_range()
+
+    must_times = before_sink(must)
+    overwritten = must_times.apply_range(later)   # times before some later must write
+    result = must_times.subtract(overwritten)
+    if not may.is_empty():
+        result = result.union(before_sink(may).subtract(overwritten))
+    # [sink -> e] -> t_source  ==>  source -> sink
+    sources = result.apply_range(time.reverse())
+    return sources.reverse().range_factor_domain().coalesce()
+
+
+def as_time_map(scop: Scop) -> isl.UnionMap:
+    """The original schedule as padded 2d+1 time vectors (injective)."""
+    return scop.schedule_from_vectors(scop.schedule_vectors())
+
+
+def _lex_gt_map(time: isl.UnionMap) -> isl.Map:
+    """``{ t1 -> t2 : t1 >lex t2 }`` over the time space of ``time``."""
+    maps: list[isl.Map] = []
+    time.foreach_map(maps.append)
+    return isl.Map.lex_gt(maps[0].get_space().range())
 
 
 def compute_dependences(target: Scop | Function) -> Dependences:
@@ -150,6 +195,7 @@ def compute_dependences(target: Scop | Function) -> Dependences:
 
 
 def common_loops(scop: Scop, a: str, b: str) -> tuple[int, ...]:
+    """Ids of the loops enclosing both statements, outermost first."""
     la, lb = scop.statements[a].loops, scop.statements[b].loops
     n = 0
     while n < min(len(la), len(lb)) and la[n] == lb[n]:
@@ -173,7 +219,7 @@ def level_relation(scop: Scop, source: str, sink: str, level: int, op: str = "<"
     return isl.Map(text)
 
 
-def common_deltas(scop: Scop, rel: isl.Map, common: int) -> isl.Set:
+def common_deltas(rel: isl.Map, common: int) -> isl.Set:
     """The set of ``sink - source`` vectors over the first ``common`` dims."""
     n_in = rel.dim(isl.dim_type.in_)
     n_out = rel.dim(isl.dim_type.out)
@@ -187,25 +233,22 @@ def describe(scop: Scop, kind: str, source: str, sink: str, buffer: str,
              rel: isl.Map) -> Dependence:
     """A :class:`Dependence` with carried levels, direction and distance."""
     common = common_loops(scop, source, sink)
-    carried = []
-    for level in range(0, len(common) + 1):
-        if not rel.intersect(level_relation(scop, source, sink, level)).is_empty():
-            carried.append(level)
-    deltas = common_deltas(scop, rel, len(common))
+    carried = [level for level in range(0, len(common) + 1)
+               if not rel.intersect(level_relation(scop, source, sink, level)).is_empty()]
+    deltas = common_deltas(rel, len(common))
+    names = ", ".join(f"d{m}" for m in range(len(common)))
     direction = []
     for k in range(len(common)):
         signs = set()
         for sign, op in (("+", ">"), ("0", "="), ("-", "<")):
-            names = ", ".join(f"d{m}" for m in range(len(common)))
             probe = isl.Set(f"{scop.param_space} -> {{ [{names}] : d{k} {op} 0 }}")
             if not deltas.intersect(probe).is_empty():
                 signs.add(sign)
         direction.append(_SIGNS[frozenset(signs)])
     distance = _uniform_distance(scop, deltas, len(common))
-    src, snk = scop.statements[source], scop.statements[sink]
-    is_reduction = (source == sink and src.reduction is not None
-                    and src.reduction[0] == buffer and kind in MEMORY_KINDS)
-    del snk
+    stmt = scop.statements[source]
+    is_reduction = (source == sink and stmt.reduction is not None
+                    and stmt.reduction[0] == buffer and kind in MEMORY_KINDS)
     return Dependence(kind, source, sink, buffer, rel, common, tuple(carried),
                       tuple(direction), distance, is_reduction)
 

@@ -7,8 +7,9 @@
 * ``reschedule{accept_reassociation=false}``: regenerates each host
   function from isl's Pluto-style schedule.
 
-Functions that the polyhedral layer cannot model (barriers, launches) and
-GPU kernels are left unchanged.
+Functions that the polyhedral layer cannot model (barriers, launches), GPU
+kernels, and functions for which isl's scheduler finds no schedule are left
+unchanged.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from polyir.ir.nodes import For, Function, Module
 from polyir.passes import register_pass
 from polyir.polyhedral.dependences import compute_dependences
 from polyir.polyhedral.extract import NotPolyhedral, extract, map_loops
-from polyir.polyhedral.schedule import reschedule_function
+from polyir.polyhedral.schedule import SchedulingError, reschedule_function
 
 
 def mark_parallel(function: Function, accept_reassociation: bool = False) -> Function:
@@ -42,7 +43,7 @@ def _each_function(module: Module, change) -> Module:
             continue
         try:
             functions.append(change(function))
-        except NotPolyhedral:
+        except (NotPolyhedral, SchedulingError):
             functions.append(function)
     return Module(tuple(functions))
 

@@ -12,11 +12,16 @@ from dataclasses import replace
 
 import islpy as isl
 
+from polyir.errors import PolyirError
 from polyir.ir.nodes import Function
 from polyir.polyhedral.codegen import generate
 from polyir.polyhedral.dependences import MEMORY_KINDS, Dependences, compute_dependences
 from polyir.polyhedral.extract import Scop, extract
 from polyir.polyhedral.legality import check_schedule
+
+
+class SchedulingError(PolyirError):
+    """isl's scheduler found no schedule (it reports e.g. "unable to carry dependences")."""
 
 
 def schedule_constraints(deps: Dependences, accept_reassociation: bool = False) -> isl.ScheduleConstraints:
@@ -39,7 +44,10 @@ def compute_schedule(target: Scop | Function | Dependences,
         deps = target
     else:
         deps = compute_dependences(target if isinstance(target, Scop) else extract(target))
-    schedule = schedule_constraints(deps, accept_reassociation).compute_schedule()
+    try:
+        schedule = schedule_constraints(deps, accept_reassociation).compute_schedule()
+    except isl.Error as error:
+        raise SchedulingError(f"isl's scheduler failed on {deps.scop.function.name}: {error}") from None
     if wavefront:
         schedule = wavefront_bands(schedule)
     check_schedule(deps, schedule, accept_reassociation).require()

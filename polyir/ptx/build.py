@@ -82,7 +82,7 @@ def _registered(passes: Any, name: str) -> bool:
 def lower_kernels(module: Module, sm: int) -> tuple[str, dict[str, LoweredFunction]]:
     """LLVM IR text (optimised, NVPTX) of every kernel of ``module``."""
     launches: dict[str, Launch] = {}
-    from polyir.gpu.rewrite import walk_nodes
+    from polyir.ir.walk import walk_nodes
     for function in module.functions:
         for node in walk_nodes(function.body):
             if isinstance(node, Launch):

@@ -214,7 +214,7 @@ def lower_fragment(lowerer: FunctionLowerer,
 def _loaded_layout(lowerer: FunctionLowerer, node: object, fragment: str) -> str:
     """The one layout every ``fragment_load`` into ``fragment`` uses (``row`` when
     it is only filled)."""
-    from polyir.gpu.rewrite import walk_nodes
+    from polyir.ir.walk import walk_nodes
 
     layouts = {n.layout for n in walk_nodes(lowerer.function.body)
                if isinstance(n, FragmentLoad) and n.fragment == fragment}

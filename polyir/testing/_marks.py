@@ -16,23 +16,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from polyir.ir.affine import Aff
-from polyir.ir.nodes import Assign, For, If, Index, Load, Node
-
-
-def _loads(expr: object) -> Iterator[Load]:
-    if isinstance(expr, Load):
-        yield expr
-        for index in expr.indices:
-            if not isinstance(index, Aff):
-                yield from _loads(index)
-        return
-    for name in ("lhs", "rhs", "cond", "if_true", "if_false", "value"):
-        child = getattr(expr, name, None)
-        if child is not None:
-            yield from _loads(child)
-    for arg in getattr(expr, "args", ()):
-        yield from _loads(arg)
-
+from polyir.ir.nodes import Assign, For, If, Index, Node
+from polyir.ir.walk import loads, map_loops, node_exprs
 
 Access = tuple[str, tuple[Index, ...], bool, frozenset[str]]
 
@@ -46,12 +31,9 @@ def _accesses(nodes: tuple[Node, ...]) -> Iterator[Access]:
             elif isinstance(node, If):
                 yield from walk(node.then_body + node.else_body, inner)
             elif isinstance(node, Assign):
-                for load in _loads(node.value):
-                    yield load.buffer, load.indices, False, inner
-                for index in node.indices:
-                    if not isinstance(index, Aff):
-                        for load in _loads(index):
-                            yield load.buffer, load.indices, False, inner
+                for value in node_exprs(node):  # the value and gather subscripts
+                    for load in loads(value):
+                        yield load.buffer, load.indices, False, inner
                 yield node.buffer, node.indices, True, inner
             else:  # fragments, barriers, launches: not generated; stay safe
                 yield "", (), True, inner
@@ -85,15 +67,10 @@ def carries_no_dependence(loop: For) -> bool:
 
 def mark_parallel(nodes: tuple[Node, ...], decide: Callable[[], bool]) -> tuple[Node, ...]:
     """``nodes`` with ``parallel=True`` on loops that carry no dependence and
-    for which ``decide()`` says yes."""
-    result: list[Node] = []
-    for node in nodes:
-        if isinstance(node, For):
-            node = replace(node, body=mark_parallel(node.body, decide))
-            if carries_no_dependence(node) and decide():
-                node = replace(node, parallel=True)
-        elif isinstance(node, If):
-            node = replace(node, then_body=mark_parallel(node.then_body, decide),
-                           else_body=mark_parallel(node.else_body, decide))
-        result.append(node)
-    return tuple(result)
+    for which ``decide()`` says yes (asked innermost loop first)."""
+    def mark(loop: For) -> For:
+        if carries_no_dependence(loop) and decide():
+            return replace(loop, parallel=True)
+        return loop
+
+    return map_loops(nodes, mark)

@@ -9,94 +9,31 @@ mentioned, are removed too.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from polyir.ir.affine import Aff
-from polyir.ir.nodes import (
-    Assign,
-    BinOp,
-    Call,
-    Cast,
-    Compare,
-    Expr,
-    For,
-    FragmentFill,
-    FragmentLoad,
-    FragmentMMA,
-    FragmentStore,
-    Function,
-    If,
-    Launch,
-    Load,
-    Module,
-    Node,
-    Select,
-)
+from polyir.ir.nodes import For, Function, If, Module, Node
+from polyir.ir.walk import STATEMENT_NODES, leaf_nodes, node_accesses
 from polyir.passes import register_pass
 from polyir.transforms._util import rebuild_if
 
 
-def expr_reads(expr: Expr | Aff) -> Iterator[str]:
-    """Names of the buffers an expression (or a gather subscript) loads."""
-    if isinstance(expr, Load):
-        yield expr.buffer
-        for index in expr.indices:
-            yield from expr_reads(index)
-    elif isinstance(expr, (BinOp, Compare)):
-        yield from expr_reads(expr.lhs)
-        yield from expr_reads(expr.rhs)
-    elif isinstance(expr, Call):
-        for arg in expr.args:
-            yield from expr_reads(arg)
-    elif isinstance(expr, Select):
-        for part in (expr.cond, expr.if_true, expr.if_false):
-            yield from expr_reads(part)
-    elif isinstance(expr, Cast):
-        yield from expr_reads(expr.value)
-
-
 def accesses(node: Node) -> tuple[set[str], set[str]]:
     """``(writes, reads)``: buffer names a leaf node writes and reads."""
-    if isinstance(node, Assign):
-        reads = set(expr_reads(node.value))
-        for index in node.indices:
-            reads |= set(expr_reads(index))
-        return {node.buffer}, reads
-    if isinstance(node, FragmentFill):
-        return {node.fragment}, set(expr_reads(node.value))
-    if isinstance(node, FragmentLoad):
-        return {node.fragment}, {node.buffer}
-    if isinstance(node, FragmentMMA):
-        return {node.result}, {node.a, node.b, node.acc}
-    if isinstance(node, FragmentStore):
-        return {node.buffer}, {node.fragment}
-    if isinstance(node, Launch):
-        return set(node.args), set(node.args)
-    return set(), set()
-
-
-def _leaves(nodes: Sequence[Node]) -> Iterator[Node]:
-    for node in nodes:
-        if isinstance(node, For):
-            yield from _leaves(node.body)
-        elif isinstance(node, If):
-            yield from _leaves(node.then_body)
-            yield from _leaves(node.else_body)
-        else:
-            yield node
+    reads, writes = node_accesses(node)
+    return writes, reads
 
 
 def live_buffers(function: Function) -> set[str]:
     """Buffers whose contents can reach a parameter (the fixed point above)."""
     local_names = {b.name for b in function.locals}
     live = {p.name for p in function.params}
-    leaves = [(node, *accesses(node)) for node in _leaves(function.body)]
+    leaves = [(node, *accesses(node)) for node in leaf_nodes(function.body)]
     changed = True
     while changed:
         changed = False
         for node, writes, reads in leaves:
-            always = not isinstance(node, (Assign, FragmentFill, FragmentLoad, FragmentMMA, FragmentStore))
+            always = not isinstance(node, STATEMENT_NODES)
             if always or writes - local_names or writes & live:
                 new = reads - live
                 if new:
@@ -125,7 +62,7 @@ def _prune(nodes: Sequence[Node], dead: set[str]) -> tuple[Node, ...]:
 
 def _mentioned(function: Function) -> set[str]:
     names: set[str] = set()
-    for node in _leaves(function.body):
+    for node in leaf_nodes(function.body):
         writes, reads = accesses(node)
         names |= writes | reads
     return names

@@ -30,11 +30,11 @@ from polyir.ir.nodes import (
     Function,
     If,
     Launch,
-    Load,
     Module,
     Node,
 )
 from polyir.ir.types import DType, MemorySpace
+from polyir.ir.walk import node_accesses, walk_nodes
 
 _AXES = {"x": 0, "y": 1, "z": 2}
 _IDS = {"block": ("_bx", "_by", "_bz"), "thread": ("_tx", "_ty", "_tz")}
@@ -42,45 +42,14 @@ _SIZES = {"block": ("_gx", "_gy", "_gz"), "thread": ("_kx", "_ky", "_kz")}
 FRAGMENT_OPS = (FragmentFill, FragmentLoad, FragmentMMA, FragmentStore)
 
 
-def walk(nodes: tuple[Node, ...]):
-    """Every node of a body, depth first."""
-    for node in nodes:
-        yield node
-        if isinstance(node, For):
-            yield from walk(node.body)
-        elif isinstance(node, If):
-            yield from walk(node.then_body)
-            yield from walk(node.else_body)
-
-
 def buffers_used(nodes: tuple[Node, ...]) -> set[str]:
-    """Names of the buffers a body reads or writes."""
+    """Names of the buffers a body reads or writes (a launch's arguments are not
+    counted: its kernel is compiled on its own)."""
     found: set[str] = set()
-
-    def visit_expr(e: object) -> None:
-        if isinstance(e, Load):
-            found.add(e.buffer)
-        for child in getattr(e, "__dict__", {}).values():
-            if isinstance(child, tuple):
-                for item in child:
-                    visit_expr(item)
-            elif hasattr(child, "__dataclass_fields__"):
-                visit_expr(child)
-
-    for node in walk(nodes):
-        if isinstance(node, Assign):
-            found.add(node.buffer)
-            visit_expr(node.value)
-            for index in node.indices:
-                visit_expr(index)
-        elif isinstance(node, FragmentFill):
-            found.add(node.fragment)
-        elif isinstance(node, FragmentLoad):
-            found |= {node.fragment, node.buffer}
-        elif isinstance(node, FragmentMMA):
-            found |= {node.result, node.a, node.b, node.acc}
-        elif isinstance(node, FragmentStore):
-            found |= {node.fragment, node.buffer}
+    for node in walk_nodes(nodes):
+        if not isinstance(node, Launch):
+            reads, writes = node_accesses(node)
+            found |= reads | writes
     return found
 
 

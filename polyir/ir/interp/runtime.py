@@ -10,11 +10,12 @@ from typing import Any
 
 from polyir.ir.interp import gpu
 from polyir.ir.interp.binding import bind_symbols
-from polyir.ir.interp.codegen import ModuleCompiler, walk
+from polyir.ir.interp.codegen import ModuleCompiler
 from polyir.ir.interp.errors import InterpretError
 from polyir.ir.interp.exprs import describe
 from polyir.ir.interp.scalar import helper_namespace
 from polyir.ir.nodes import Assign, FragmentStore, Function, Launch, Module, Symbol
+from polyir.ir.walk import walk_nodes
 
 PARALLEL_ORDERS = ("forward", "reverse", "shuffle")
 _ITEMSIZE = {"f": 4, "d": 8, "b": 1, "i": 4, "q": 8, "?": 1}
@@ -57,7 +58,7 @@ class CompiledModule:
     def written_buffers(self, fn: Function) -> set[str]:
         """Buffers ``fn`` may write, directly or through the kernels it launches."""
         written: set[str] = set()
-        for node in walk(fn.body):
+        for node in walk_nodes(fn.body):
             if isinstance(node, Assign):
                 written.add(node.buffer)
             elif isinstance(node, FragmentStore):
