@@ -16,15 +16,22 @@ Instances are ``(statement name, (loop values...))``.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Iterator, Mapping
 
 import islpy as isl
 
 from polyir.ir.affine import Aff
 from polyir.ir.fragments import MMA_SHAPES
 from polyir.ir.nodes import (
-    Assign, For, FragmentFill, FragmentLoad, FragmentMMA, FragmentStore, Function, If,
+    Assign,
+    For,
+    FragmentFill,
+    FragmentLoad,
+    FragmentMMA,
+    FragmentStore,
+    Function,
+    If,
     Node,
 )
 from polyir.polyhedral.extract import NotPolyhedral, affine_index, expr_loads, isl_name
@@ -174,7 +181,8 @@ def instance_pairs(relation: isl.UnionMap | isl.Map, params: Mapping[str, int],
         n_in = m.dim(isl.dim_type.in_)
         n_out = m.dim(isl.dim_type.out)
 
-        def add(point: isl.Point) -> None:
+        def add(point: isl.Point, src: str = src, dst: str = dst, n_in: int = n_in,
+                n_out: int = n_out) -> None:
             coords = [int(point.get_coordinate_val(isl.dim_type.set, k).to_python())
                       for k in range(n_in + n_out)]
             found.add(((src, tuple(coords[:n_in])), (dst, tuple(coords[n_in:]))))
@@ -193,8 +201,11 @@ def instances(domain: isl.UnionSet | isl.Set, params: Mapping[str, int]) -> set[
     for s in sets:
         name = _statement_name(s.get_tuple_name(), None)
         n = s.dim(isl.dim_type.set)
-        s.foreach_point(lambda p: found.add((name, tuple(
-            int(p.get_coordinate_val(isl.dim_type.set, k).to_python()) for k in range(n)))))
+        def add(p: isl.Point, name: str = name, n: int = n) -> None:
+            found.add((name, tuple(int(p.get_coordinate_val(isl.dim_type.set, k).to_python())
+                                   for k in range(n))))
+
+        s.foreach_point(add)
     return found
 
 
@@ -206,12 +217,7 @@ def _statement_name(tuple_name: str, names: Mapping[str, str] | None) -> str:
 
 
 def _fixed_params(space: isl.Space, params: Mapping[str, int]) -> isl.Set:
-    names = [space.get_dim_name(isl.dim_type.param, k) for k in range(space.dim(isl.dim_type.param))]
+    names = [str(space.get_dim_name(isl.dim_type.param, k)) for k in range(space.dim(isl.dim_type.param))]
     plain = {isl_name(k): v for k, v in params.items()}
     cons = " and ".join(f"{n} = {plain[n]}" for n in names if n in plain) or "true"
     return isl.Set(f"[{', '.join(names)}] -> {{ : {cons} }}")
-
-
-def events_by_instance(events: list[Event]) -> Iterator[tuple[Instance, Event]]:
-    for ev in events:
-        yield ev.instance, ev

@@ -21,21 +21,39 @@ not valid.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import Mapping
+from typing import Any
 
 import islpy as isl
 
 from polyir.errors import PolyirError
 from polyir.ir.affine import Aff, Constraint
 from polyir.ir.nodes import (
-    Assign, BinOp, Call, Cast, Compare, Const, Expr, For, FragmentFill, FragmentLoad,
-    FragmentMMA, FragmentStore, Function, If, Load, Node, Select, Var,
+    Assign,
+    BinOp,
+    Call,
+    Cast,
+    Compare,
+    Const,
+    Expr,
+    For,
+    FragmentFill,
+    FragmentLoad,
+    FragmentMMA,
+    FragmentStore,
+    Function,
+    If,
+    Load,
+    Node,
+    Select,
+    Var,
 )
 from polyir.ir.types import DType
 from polyir.polyhedral.extract import Scop, extract, isl_name
 
-_OP = isl.ast_expr_op_type
+_OP: Any = isl.ast_expr_op_type
+_NODE: Any = isl.ast_node_type
 
 
 class CodegenError(PolyirError):
@@ -152,21 +170,21 @@ class _Translator:
     # -- nodes
     def node(self, node: isl.AstNode, env: Mapping[str, str]) -> list[Node]:
         kind = node.get_type()
-        if kind == isl.ast_node_type.block:
+        if kind == _NODE.block:
             children = node.block_get_children()
             result: list[Node] = []
             for k in range(children.n_ast_node()):
                 result += self.node(children.get_at(k), env)
             return result
-        if kind == isl.ast_node_type.mark:
+        if kind == _NODE.mark:
             return self.node(node.mark_get_node(), env)
-        if kind == isl.ast_node_type.for_:
+        if kind == _NODE.for_:
             return self.loop(node, env)
-        if kind == isl.ast_node_type.if_:
+        if kind == _NODE.if_:
             then = self.node(node.if_get_then_node(), env)
             other = self.node(node.if_get_else_node(), env) if node.if_has_else_node() else []
             return self.branch(node.if_get_cond(), env, then, other)
-        if kind == isl.ast_node_type.user:
+        if kind == _NODE.user:
             return self.statement(node.user_get_expr(), env)
         raise CodegenError(f"isl AST node type {kind} is not supported")
 
@@ -182,16 +200,18 @@ class _Translator:
                 test, if_true, if_false = split
                 then = self.loop(node, env, *((if_true, cond) if which == "init" else (init, if_true)))
                 other = self.loop(node, env, *((if_false, cond) if which == "init" else (init, if_false)))
-                return self.branch(test, env, then, other, forbidden=iterator)
+                # the test only involves outer iterators and symbols (self.condition
+                # refuses this loop's iterator, which is not in env yet)
+                return self.branch(test, env, then, other)
         name = self.loop_name(node, iterator, env)
         inner = {**env, iterator: name}
         lower = self.bound_list(init, env, _OP.max)
         step = self._divisor(node.for_get_inc())
         upper: list[Aff] = []
         for conj in _single(self.condition(cond, inner), cond):
-            expr, is_eq = conj.as_nonnegative()  # expr >= 0
-            coeff = expr.coefficient(name)
-            rest = expr - Aff.var(name) * coeff
+            bound, is_eq = conj.as_nonnegative()  # bound >= 0
+            coeff = bound.coefficient(name)
+            rest = bound - Aff.var(name) * coeff
             if is_eq or coeff >= 0 or name in rest.variables():
                 raise CodegenError(f"loop condition {cond.to_C_str()} is not an upper bound")
             # coeff*v + rest >= 0 with coeff < 0  <=>  v <= floor(rest / -coeff)
@@ -200,11 +220,9 @@ class _Translator:
         return [For(name, tuple(lower), tuple(upper), tuple(body), step=step)]
 
     def branch(self, test: isl.AstExpr, env: Mapping[str, str], then: list[Node],
-               other: list[Node], forbidden: str | None = None) -> list[Node]:
+               other: list[Node]) -> list[Node]:
         """``if (test) then else other`` (a disjunctive test becomes an else-chain)."""
         disjuncts = self.condition(test, env)
-        if forbidden is not None and forbidden in env:
-            raise CodegenError(f"condition {test.to_C_str()} uses the loop iterator")
         result: tuple[Node, ...] = tuple(other)
         for conj in reversed(disjuncts):
             result = (If(tuple(conj), tuple(then), result),)
@@ -216,7 +234,7 @@ class _Translator:
 
         def visit(n: isl.AstNode) -> bool:
             nonlocal ok
-            if n.get_type() == isl.ast_node_type.user:
+            if n.get_type() == _NODE.user:
                 expr = n.user_get_expr()
                 stmt = self.by_isl[expr.get_op_arg(0).get_id().get_name()]
                 found = None

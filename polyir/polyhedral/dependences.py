@@ -59,7 +59,7 @@ class Dependence:
 
     def __str__(self) -> str:
         vec = f" distance ({', '.join(map(str, self.distance))})" if self.distance is not None \
-            else f" direction ({', '.join(self.direction)})"
+            else f" direction ({', '.join(self.direction)})" if self.direction else ""
         levels = ", ".join(str(x) for x in self.carried)
         return (f"{self.kind.upper()} {self.source} -> {self.sink} on {self.buffer}:"
                 f" carried at levels [{levels}]{vec}")
@@ -254,7 +254,7 @@ def describe(scop: Scop, kind: str, source: str, sink: str, buffer: str,
 
 
 def _uniform_distance(scop: Scop, deltas: isl.Set, n: int) -> tuple[int, ...] | None:
-    if deltas.is_empty():
+    if deltas.is_empty() or n == 0:
         return None
     point = deltas.sample_point()
     values = [int(point.get_coordinate_val(isl.dim_type.set, k).to_python()) for k in range(n)]

@@ -23,18 +23,37 @@ statement names.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 import islpy as isl
 
 from polyir.errors import PolyirError
-from polyir.ir.affine import Aff, Constraint, FloorDiv, Mod
+from polyir.ir.affine import Aff, Constraint, FloorDiv
 from polyir.ir.fragments import MMA_SHAPES
 from polyir.ir.nodes import (
-    Assign, Barrier, BinOp, Buffer, Call, Cast, Compare, Const, Expr, For,
-    FragmentFill, FragmentLoad, FragmentMMA, FragmentStore, Function, If, Launch,
-    Load, Node, Select, Var, to_affine,
+    Assign,
+    Barrier,
+    BinOp,
+    Buffer,
+    Call,
+    Cast,
+    Compare,
+    Const,
+    Expr,
+    For,
+    FragmentFill,
+    FragmentLoad,
+    FragmentMMA,
+    FragmentStore,
+    Function,
+    If,
+    Launch,
+    Load,
+    Node,
+    Select,
+    Var,
+    to_affine,
 )
 
 ISL_KEYWORDS = frozenset({
@@ -194,7 +213,7 @@ class Scop:
         result: dict[str, list[str | int]] = {}
         for s in self.statements.values():
             vec: list[str | int] = [s.positions[0]]
-            for dim, pos in zip(s.dims, s.positions[1:]):
+            for dim, pos in zip(s.dims, s.positions[1:], strict=False):
                 vec += [dim, pos]
             result[s.name] = vec
         return result
@@ -314,7 +333,7 @@ def reduction_of(node: Node) -> tuple[str, str] | None:
     if isinstance(value, BinOp) and value.op in ("+", "*"):
         op, operands = value.op, (value.lhs, value.rhs)
     elif isinstance(value, Call) and value.fn in ("max", "min"):
-        op, operands = value.fn, value.args
+        op, operands = value.fn, (value.args[0], value.args[1])
     else:
         return None
     indices = tuple(affine_index(i) for i in node.indices)

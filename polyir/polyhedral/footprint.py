@@ -124,7 +124,7 @@ def bounding_box(scop: Scop, relation: isl.Map, outer_vars: tuple[str, ...]) -> 
     region = relation.move_dims(isl.dim_type.param, n_params, isl.dim_type.in_, 0, depth).range()
     names = {isl_name(p): p for p in scop.params}
     for k, var in enumerate(outer_vars):
-        names[region.get_dim_name(isl.dim_type.param, n_params + k)] = var
+        names[str(region.get_dim_name(isl.dim_type.param, n_params + k))] = var
     box = []
     for k in range(region.dim(isl.dim_type.set)):
         lower = _bound(region.dim_min(k), names, "lower")
@@ -173,7 +173,7 @@ def _scaled(aff: isl.Aff, names: dict[str, str]) -> tuple[Aff, int]:
         for k in range(aff.dim(dim_type)):
             coeff = int((aff.get_coefficient_val(dim_type, k) * den).to_python())
             if coeff:
-                name = aff.get_dim_name(dim_type, k)
+                name = str(aff.get_dim_name(dim_type, k))
                 result = result + Aff.var(names.get(name, name)) * coeff
     for k in range(aff.dim(isl.dim_type.div)):
         coeff = int((aff.get_coefficient_val(isl.dim_type.div, k) * den).to_python())

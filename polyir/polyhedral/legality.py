@@ -18,8 +18,8 @@ Queries: :func:`check_schedule` (is a proposed schedule valid),
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 import islpy as isl
 
@@ -130,13 +130,13 @@ def make_witness(scop: Scop, dep: Dependence, violating: isl.Map, consequence: s
     point = _small_sample(violating, scop)
     src, snk = scop.statements[dep.source], scop.statements[dep.sink]
     n_params = violating.dim(isl.dim_type.param)
-    param_names = [violating.get_dim_name(isl.dim_type.param, k) for k in range(n_params)]
+    param_names = [str(violating.get_dim_name(isl.dim_type.param, k)) for k in range(n_params)]
     param_values = _point_values(point, isl.dim_type.param, n_params)
     coords = _point_values(point, isl.dim_type.set, len(src.dims) + len(snk.dims))
-    source = Instance(src.name, tuple(zip(src.loop_vars, coords[:len(src.dims)])))
-    sink = Instance(snk.name, tuple(zip(snk.loop_vars, coords[len(src.dims):])))
+    source = Instance(src.name, tuple(zip(src.loop_vars, coords[:len(src.dims)], strict=False)))
+    sink = Instance(snk.name, tuple(zip(snk.loop_vars, coords[len(src.dims):], strict=False)))
     plain = {isl_name(p): p for p in scop.params}
-    params = tuple((plain.get(n, n), v) for n, v in zip(param_names, param_values))
+    params = tuple((plain.get(n, n), v) for n, v in zip(param_names, param_values, strict=False))
     source_kind = "read" if dep.kind == "war" else "write"
     sink_kind = "write" if dep.kind in ("war", "waw") else "read"
     element = common_element(scop, src, source.point, source_kind,
@@ -155,7 +155,7 @@ def _fixed(scop: Scop, params: Mapping[str, int]) -> isl.Set:
 def elements_touched(scop: Scop, stmt: StatementInfo, point: tuple[int, ...], kind: str,
                      buffer: str, params: Mapping[str, int]) -> isl.Set:
     """Elements of ``buffer`` that instance ``stmt(point)`` accesses with ``kind``."""
-    cons = " and ".join(f"{d} = {v}" for d, v in zip(stmt.dims, point)) or "true"
+    cons = " and ".join(f"{d} = {v}" for d, v in zip(stmt.dims, point, strict=False)) or "true"
     inst = isl.Set(f"{scop.param_space} -> {{ {isl_name(stmt.name)}[{', '.join(stmt.dims)}] : {cons} }}")
     inst = inst.intersect_params(_fixed(scop, params))
     result: isl.Set | None = None
@@ -189,7 +189,7 @@ def _pad(umap: isl.UnionMap) -> isl.UnionMap:
         n = m.dim(isl.dim_type.out)
         m = m.reset_tuple_id(isl.dim_type.out).add_dims(isl.dim_type.out, width - n)
         for k in range(n, width):
-            m = m.fix_si(isl.dim_type.out, k, 0)
+            m = m.fix_si(isl.dim_type.out, k, 0)  # type: ignore[attr-defined]
         result = result.union(isl.UnionMap.from_map(m))
     return result
 
@@ -219,9 +219,9 @@ def check_schedule(target: Scop | Function | Dependences,
     later_or_same = new.lex_ge_union_map(new)
     bad: list[tuple[Dependence, isl.Map]] = []
     for dep in deps.memory(accept_reassociation):
-        violating = isl.UnionMap.from_map(dep.relation).intersect(later_or_same)
-        if not violating.is_empty():
-            bad.append((dep, isl.Map.from_union_map(violating)))
+        overlap = isl.UnionMap.from_map(dep.relation).intersect(later_or_same)
+        if not overlap.is_empty():
+            bad.append((dep, isl.Map.from_union_map(overlap)))
     if not bad:
         return Legality(True)
     dep, violating = bad[0]
@@ -236,7 +236,7 @@ def check_schedule(target: Scop | Function | Dependences,
 
 def _time(schedule: isl.UnionMap, scop: Scop, inst: Instance) -> list[int]:
     stmt = scop.statements[inst.statement]
-    cons = " and ".join(f"{d} = {v}" for d, (_, v) in zip(stmt.dims, inst.values)) or "true"
+    cons = " and ".join(f"{d} = {v}" for d, (_, v) in zip(stmt.dims, inst.values, strict=False)) or "true"
     point = isl.UnionSet(f"{scop.param_space} -> {{ {isl_name(stmt.name)}[{', '.join(stmt.dims)}] : {cons} }}")
     image = point.apply(schedule)
     sets: list[isl.Set] = []
@@ -272,7 +272,7 @@ def band_loops(scop: Scop, loops: Sequence[int | str]) -> list[int]:
     """Loop ids of a band given outer to inner; checks each is directly nested in the previous
     and that every statement inside the outermost is inside the innermost."""
     ids = [scop.loop(x).id for x in loops]
-    for outer, inner in zip(ids, ids[1:]):
+    for outer, inner in zip(ids, ids[1:], strict=False):
         if scop.loops[inner].parent != outer:
             raise ValueError(f"loop {scop.loops[inner].var} is not directly inside {scop.loops[outer].var}")
     inside = {s.name for s in scop.statements_in(ids[0])}
@@ -369,6 +369,7 @@ def check_fusion(target: Scop | Function | Dependences, first: int, second: int,
     if not result.legal and result.witness is not None:
         w = result.witness
         consequence = f"fusing nests {first} and {second} at depth {depth} runs {w.sink} first"
+        result.reason = f"fusing nests {first} and {second} at depth {depth} violates {result.dependence}"
         result.witness = Witness(w.source, w.sink, w.buffer, w.element, w.source_access,
                                  w.sink_access, w.params, consequence)
     return result

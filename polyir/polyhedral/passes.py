@@ -7,9 +7,9 @@
 * ``reschedule{accept_reassociation=false}``: regenerates each host
   function from isl's Pluto-style schedule.
 
-Functions that the polyhedral layer cannot model (barriers, launches), GPU
-kernels, and functions for which isl's scheduler finds no schedule are left
-unchanged.
+Functions that the polyhedral layer cannot model (barriers, launches) and
+GPU kernels are left unchanged; a function for which isl's scheduler finds
+no schedule is regenerated from its original schedule.
 """
 from __future__ import annotations
 

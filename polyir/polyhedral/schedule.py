@@ -82,11 +82,21 @@ def wavefront_bands(schedule: isl.Schedule) -> isl.Schedule:
 
 
 def reschedule_function(function: Function, accept_reassociation: bool = False,
-                        wavefront: bool = True) -> Function:
-    """``function`` with its body generated from isl's schedule."""
+                        wavefront: bool = True, fallback: bool = True) -> Function:
+    """``function`` with its body generated from isl's schedule.
+
+    When isl's scheduler finds no schedule (it sometimes reports "unable to
+    carry dependences" even though the original order is valid), the body is
+    regenerated from the original schedule when ``fallback`` is true, else
+    ``SchedulingError`` is raised."""
     scop = extract(function)
     if scop.domain.is_empty():
         return replace(function, body=())
     deps = compute_dependences(scop)
-    schedule = compute_schedule(deps, accept_reassociation, wavefront)
+    try:
+        schedule = compute_schedule(deps, accept_reassociation, wavefront)
+    except SchedulingError:
+        if not fallback:
+            raise
+        schedule = scop.schedule
     return replace(function, body=generate(scop, schedule))

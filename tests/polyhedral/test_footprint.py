@@ -50,14 +50,13 @@ func window(A: f64[N], B: f64[N]) {
     assert lower.exact and upper.exact
 
 
-def _brute_footprints(function, params, depth):
-    """(outer values) -> buffer -> set of elements, over statements below ``depth`` loops."""
+def _brute_footprints(function, params, names, depth):
+    """(outer values) -> buffer -> elements touched by statements ``names``."""
     found: dict = {}
     for ev in trace(function, params):
-        outer = ev.instance[1][:depth]
-        if len(ev.instance[1]) < depth:
+        if ev.instance[0] not in names:
             continue
-        slot = found.setdefault(outer, {})
+        slot = found.setdefault(ev.instance[1][:depth], {})
         for buffer, element, _ in ev.reads + ev.writes:
             slot.setdefault(buffer, set()).add(element)
     return found
@@ -68,32 +67,27 @@ def _brute_footprints(function, params, depth):
 def test_footprints_match_brute_force(module):
     function = module.entry
     scop = extract(function)
-    for loop in scop.loops.values():
-        if loop.parent is not None:
-            continue
-        members = scop.statements_in(loop.id)
-        depth = min(len(s.loops) for s in members) if members else 0
-        if depth == 0 or any(s.loops[:depth] != members[0].loops[:depth] for s in members):
-            continue
-        result = footprints(scop, loop.nest, depth)
-        params = symbol_values(function, None, 0)
-        env_base = dict(params)
-        for outer, per_buffer in _brute_footprints(function, params, depth).items():
-            if not any(ev for ev in per_buffer):
+    for variant in range(2):
+        params = symbol_values(function, None, variant)
+        for loop in scop.loops.values():
+            if loop.depth > 2:
                 continue
-            env = dict(env_base, **dict(zip(members[0].loop_vars[:depth], outer)))
-            for buffer, elements in per_buffer.items():
-                fp = result[buffer]
-                region = _image(fp.relation, outer, params)
-                assert region == elements, f"{buffer} at {outer}"
-                for k, (lower, upper) in enumerate(fp.box):
-                    values = [e[k] for e in elements]
-                    lo, hi = lower.evaluate(env), upper.evaluate(env)
-                    assert lo <= min(values) and max(values) <= hi
-                    if lower.exact:
-                        assert lo == min(values)
-                    if upper.exact:
-                        assert hi == max(values)
+            result = loop_footprints(scop, loop.id)
+            names = {s.name for s in scop.statements_in(loop.id)}
+            outer_vars = scop.statements_in(loop.id)[0].loop_vars[:loop.depth] if names else ()
+            for outer, per_buffer in _brute_footprints(function, params, names, loop.depth).items():
+                env = dict(params, **dict(zip(outer_vars, outer, strict=False)))
+                for buffer, elements in per_buffer.items():
+                    fp = result[buffer]
+                    assert _image(fp.relation, outer, params) == elements, f"{buffer} at {outer}"
+                    for k, (lower, upper) in enumerate(fp.box):
+                        values = [e[k] for e in elements]
+                        lo, hi = lower.evaluate(env), upper.evaluate(env)
+                        assert lo <= min(values) and max(values) <= hi, f"{buffer} dim {k} at {env}"
+                        if lower.exact:
+                            assert lo == min(values)
+                        if upper.exact:
+                            assert hi == max(values)
 
 
 def _image(relation: isl.Map, outer, params) -> set:

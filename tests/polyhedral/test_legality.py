@@ -12,8 +12,13 @@ from polyir.polyhedral.codegen import apply_schedule
 from polyir.polyhedral.dependences import compute_dependences
 from polyir.polyhedral.extract import extract
 from polyir.polyhedral.legality import (
-    Witness, as_schedule_map, check_fusion, check_parallel, check_permutable,
-    check_permutation, check_schedule,
+    Witness,
+    as_schedule_map,
+    check_fusion,
+    check_parallel,
+    check_permutable,
+    check_permutation,
+    check_schedule,
 )
 from polyir.testing import assert_equivalent, programs
 from tests.conftest import examples
