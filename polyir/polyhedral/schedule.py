@@ -27,8 +27,8 @@ class SchedulingError(PolyirError):
 def schedule_constraints(deps: Dependences, accept_reassociation: bool = False) -> isl.ScheduleConstraints:
     """isl schedule constraints for ``deps`` (see the module docstring)."""
     scop = deps.scop
-    validity = deps.union(MEMORY_KINDS, accept_reassociation)
-    proximity = deps.union(("flow", "raw"), accept_reassociation)
+    validity = deps.union(MEMORY_KINDS, accept_reassociation).coalesce()
+    proximity = deps.union(("flow", "raw"), accept_reassociation).coalesce()
     return (isl.ScheduleConstraints.on_domain(scop.domain)
             .set_context(scop.context)
             .set_validity(validity)
@@ -36,18 +36,32 @@ def schedule_constraints(deps: Dependences, accept_reassociation: bool = False) 
             .set_coincidence(validity))
 
 
+MAX_OPERATIONS = 200_000
+"""Default bound on isl's work for one scheduler call (the classic kernels need
+at most 100 000; some random programs would otherwise take minutes)."""
+
+
 def compute_schedule(target: Scop | Function | Dependences,
-                     accept_reassociation: bool = False, wavefront: bool = True) -> isl.Schedule:
+                     accept_reassociation: bool = False, wavefront: bool = True,
+                     max_operations: int = MAX_OPERATIONS) -> isl.Schedule:
     """isl's schedule for ``target``, with :func:`wavefront_bands` applied
-    unless ``wavefront`` is False; it is checked against the dependences."""
+    unless ``wavefront`` is False; it is checked against the dependences.
+
+    Raises ``SchedulingError`` when isl finds no schedule or exceeds
+    ``max_operations`` (isl's operation count; 0 = no bound)."""
     if isinstance(target, Dependences):
         deps = target
     else:
         deps = compute_dependences(target if isinstance(target, Scop) else extract(target))
+    ctx = deps.scop.context.get_ctx()
+    ctx.reset_operations()
+    ctx.set_max_operations(max_operations)
     try:
         schedule = schedule_constraints(deps, accept_reassociation).compute_schedule()
     except isl.Error as error:
         raise SchedulingError(f"isl's scheduler failed on {deps.scop.function.name}: {error}") from None
+    finally:
+        ctx.set_max_operations(0)
     if wavefront:
         schedule = wavefront_bands(schedule)
     check_schedule(deps, schedule, accept_reassociation).require()
