@@ -30,26 +30,12 @@ import islpy as isl
 from polyir.errors import PolyirError
 from polyir.ir.affine import Aff, Constraint
 from polyir.ir.nodes import (
-    Assign,
-    BinOp,
-    Call,
-    Cast,
-    Compare,
-    Const,
-    Expr,
     For,
-    FragmentFill,
-    FragmentLoad,
-    FragmentMMA,
-    FragmentStore,
     Function,
     If,
-    Load,
     Node,
-    Select,
-    Var,
 )
-from polyir.ir.types import DType
+from polyir.ir.walk import substitute_node
 from polyir.polyhedral.extract import Scop, extract, isl_name
 
 _OP: Any = isl.ast_expr_op_type
@@ -264,7 +250,7 @@ class _Translator:
         stmt = self.by_isl[expr.get_op_arg(0).get_id().get_name()]
         values = {var: self.aff(expr.get_op_arg(k + 1), env)
                   for k, var in enumerate(stmt.loop_vars)}
-        return [substitute_statement(stmt.node, values)]
+        return [substitute_node(stmt.node, values)]
 
 
 def _single(disjuncts: list[list[Constraint]], cond: isl.AstExpr) -> list[Constraint]:
@@ -286,71 +272,6 @@ def _split_select(expr: isl.AstExpr) -> tuple[isl.AstExpr, isl.AstExpr, isl.AstE
             test, if_true, if_false = found
             return test, expr.set_op_arg(k, if_true), expr.set_op_arg(k, if_false)
     return None
-
-
-# ------------------------------------------------------------ substitution
-def aff_to_expr(aff: Aff) -> Expr:
-    """A value expression (``i64``) equal to ``aff``, floor division included."""
-    from polyir.ir.affine import FloorDiv
-    result: Expr | None = None
-    for atom, coeff in aff.terms:
-        if isinstance(atom, str):
-            term: Expr = Var(atom)
-        else:
-            inner = aff_to_expr(atom.expr)
-            d = Const(atom.divisor, DType.I64)
-            # true modulo from C remainder: ((x % d) + d) % d
-            mod = BinOp("%", BinOp("+", BinOp("%", inner, d), d), d)
-            term = BinOp("/", BinOp("-", inner, mod), d) if isinstance(atom, FloorDiv) else mod
-        if coeff != 1:
-            term = BinOp("*", Const(coeff, DType.I64), term)
-        result = term if result is None else BinOp("+", result, term)
-    if result is None:
-        return Const(aff.constant, DType.I64)
-    if aff.constant:
-        result = BinOp("+", result, Const(aff.constant, DType.I64))
-    return result
-
-
-def substitute_expr(expr: Expr, values: Mapping[str, Aff]) -> Expr:
-    """``expr`` with each ``Var`` in ``values`` replaced (simultaneously)."""
-    if isinstance(expr, Var):
-        return aff_to_expr(values[expr.name]) if expr.name in values else expr
-    if isinstance(expr, Const):
-        return expr
-    if isinstance(expr, Load):
-        return Load(expr.buffer, substitute_indices(expr.indices, values))
-    if isinstance(expr, BinOp):
-        return BinOp(expr.op, substitute_expr(expr.lhs, values), substitute_expr(expr.rhs, values))
-    if isinstance(expr, Compare):
-        return Compare(expr.op, substitute_expr(expr.lhs, values), substitute_expr(expr.rhs, values))
-    if isinstance(expr, Call):
-        return Call(expr.fn, tuple(substitute_expr(a, values) for a in expr.args))
-    if isinstance(expr, Select):
-        return Select(substitute_expr(expr.cond, values), substitute_expr(expr.if_true, values),
-                      substitute_expr(expr.if_false, values))
-    if isinstance(expr, Cast):
-        return Cast(expr.dtype, substitute_expr(expr.value, values))
-    raise TypeError(f"unknown expression {expr!r}")
-
-
-def substitute_indices(indices: tuple, values: Mapping[str, Aff]) -> tuple:
-    return tuple(i.substitute(values) if isinstance(i, Aff) else substitute_expr(i, values)
-                 for i in indices)
-
-
-def substitute_statement(node: Node, values: Mapping[str, Aff]) -> Node:
-    """A statement with its loop variables replaced by affine expressions."""
-    if isinstance(node, Assign):
-        return replace(node, indices=substitute_indices(node.indices, values),
-                       value=substitute_expr(node.value, values))
-    if isinstance(node, FragmentFill):
-        return replace(node, value=substitute_expr(node.value, values))
-    if isinstance(node, (FragmentLoad, FragmentStore)):
-        return replace(node, indices=tuple(i.substitute(values) for i in node.indices))
-    if isinstance(node, FragmentMMA):
-        return node
-    raise TypeError(f"not a statement: {node!r}")
 
 
 # ------------------------------------------------------------ entry points
