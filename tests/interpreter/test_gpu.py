@@ -6,6 +6,7 @@ import pytest
 
 from polyir.ir.interpreter import InterpretError
 from polyir.ir.types import round_to_bf16
+from tests.gpu.kernels import HAND_MAPPED_HOST
 from tests.interpreter.helpers import rand, run
 from tests.interpreter.test_loops import f32_matmul_sequential
 
@@ -265,32 +266,7 @@ kernel k(C: f32[16, 20]) {
         run(src, np.zeros((16, 20), np.float32))
 
 
-MAPPED_HOST = """
-func main(C: f32[N, N], A: f32[N, N], B: f32[N, N]) {
-  local As: f32[8, 8] @shared
-  local Bs: f32[8, 8] @shared
-  local acc: f32[] @local
-  for by = 0 to N // 8 gpu=block.y {
-    for bx = 0 to N // 8 gpu=block.x {
-      for ty = 0 to 8 gpu=thread.y {
-        for tx = 0 to 8 gpu=thread.x {
-          S0: acc[] = 0.0
-          for kt = 0 to N // 8 {
-            S1: As[ty, tx] = A[8*by + ty, 8*kt + tx]
-            S2: Bs[ty, tx] = B[8*kt + ty, 8*bx + tx]
-            barrier
-            for k = 0 to 8 {
-              S3: acc[] = acc[] + As[ty, k] * Bs[k, tx]
-            }
-            barrier
-          }
-          S4: C[8*by + ty, 8*bx + tx] = acc[]
-        }
-      }
-    }
-  }
-}
-"""
+MAPPED_HOST = HAND_MAPPED_HOST  # the tiled matmul mapped in a host function, before outlining
 
 
 @pytest.mark.parametrize("order", ["forward", "shuffle"])
