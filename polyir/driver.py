@@ -1,17 +1,46 @@
-"""Build an executable from IR for a target: the one place backends are chosen.
+"""The one place a pipeline and a backend are chosen.
 
-``build(module, target)`` returns an object with ``ir`` (the final IR),
-``llvm_ir`` (text, or ``None`` for the interpreter), ``ptx`` (text for CUDA,
-else ``None``) and ``__call__(*args)`` following the entry function's calling
-convention (see ``polyir.ir.nodes.Function``).
+* :func:`default_pipeline` names the passes every frontend runs for a target
+  (``polyir.compile``, ``@polyir.kernel``, ``polyir.jax``, ``polyir-opt`` use it).
+* :func:`compile_ir` verifies a module, runs a pipeline (the default one
+  unless given) with one :class:`~polyir.context.PassContext` and builds the
+  result; the executable's ``remarks`` and ``timings`` say what the passes
+  decided and how long each stage took.
+* :func:`build` only lowers: it picks the backend for the target and hands it
+  IR that is already transformed (for CUDA: already mapped by ``gpu-map``).
+
+Every executable has ``ir`` (the final IR), ``llvm_ir`` (text, or ``None``
+for the interpreter), ``ptx`` (text for CUDA, else ``None``) and
+``__call__(*args)`` following the entry function's calling convention (see
+``polyir.ir.nodes.Function``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
+from polyir.context import PassContext, Remark, make_context
 from polyir.ir.nodes import Module
 from polyir.target import Target, resolve
+
+LOGGER = logging.getLogger("polyir.driver")
+
+_PIPELINES = {
+    "cpu": "",
+    "interpret": "",
+    "cuda": "mark-parallel,gpu-map",
+}
+
+
+def default_pipeline(target: Target | str | None = None) -> str:
+    """The pass pipeline compiled code gets for ``target`` unless a pipeline is given.
+
+    CPU and interpreter: none yet (fusion and tiling will come first); CUDA:
+    ``mark-parallel,gpu-map`` (parallel loops become grids and blocks).
+    """
+    return _PIPELINES[resolve(target).kind]
 
 
 @dataclass
@@ -22,21 +51,65 @@ class InterpretedExecutable:
     target: Target
     llvm_ir: str | None = None
     ptx: str | None = None
+    remarks: list[Remark] = field(default_factory=list)
 
     def __call__(self, *args: Any) -> None:
         from polyir.ir.interpreter import interpret
         interpret(self.ir, *args)
 
 
-def build(module: Module, target: Target | str | None = None) -> Any:
-    """Compile ``module`` for ``target`` (default: the native CPU)."""
+def build(module: Module, target: Target | str | None = None, **options: Any) -> Any:
+    """Lower ``module`` for ``target`` (default: the native CPU) as it is: no pass
+    runs here. ``options`` go to the backend (``cache_dir`` for the CPU).
+    Raises ``polyir.CompileError`` for IR the backend cannot lower (for CUDA,
+    host code that is not mapped yet: use :func:`compile_ir`)."""
     resolved = resolve(target)
     if resolved.kind == "interpret":
         return InterpretedExecutable(module, resolved)
     if resolved.kind == "cpu":
         from polyir.cpu.jit import build_cpu
-        return build_cpu(module, resolved)
+        return build_cpu(module, resolved, **options)
     if resolved.kind == "cuda":
         from polyir.ptx.build import build_cuda
-        return build_cuda(module, resolved)
+        return build_cuda(module, resolved, **options)
     raise ValueError(f"no backend for target {resolved.name}")
+
+
+def compile_ir(module: Module, target: Target | str | None = None, pipeline: str | None = None, *,
+               ctx: PassContext | None = None, **options: Any) -> Any:
+    """Verify ``module``, run ``pipeline`` (default: :func:`default_pipeline`) and
+    :func:`build` the result for ``target``.
+
+    For CUDA a ``gpu-map`` is appended when the pipeline leaves host code
+    unmapped (the backend lowers mapped IR only). ``ctx`` is a pass context to
+    reuse (its analyses and remarks carry over). The executable gets
+    ``remarks`` (the passes' :class:`~polyir.context.Remark` list) and
+    ``timings`` (seconds per stage). Raises ``VerifyError`` for invalid input,
+    ``PassError`` when a pass fails, ``CompileError`` from the backend.
+    """
+    from polyir.ir.verifier import verify
+    from polyir.passes import transform
+    resolved = resolve(target)
+    context = make_context(resolved, ctx)
+    verify(module)
+    passes = default_pipeline(resolved) if pipeline is None else pipeline
+    start = time.perf_counter()
+    if passes:
+        module = transform(module, passes, ctx=context)
+    if resolved.kind == "cuda":
+        from polyir.ptx.build import needs_mapping
+        if needs_mapping(module):
+            context.remark("driver", f"module '{module.entry.name}'",
+                           "the pipeline left host loops unmapped: gpu-map appended", kind="applied")
+            module = transform(module, "gpu-map", ctx=context)
+    context.timings.append(("passes", time.perf_counter() - start))
+    with context.timed("backend"):
+        executable = build(module, resolved, **options)
+    executable.remarks = list(context.remarks)
+    executable.timings = list(context.timings)
+    LOGGER.debug("compiled %s for %s: %s", module.entry.name, resolved.name,
+                 ", ".join(f"{stage} {seconds:.3f}s" for stage, seconds in context.timings))
+    return executable
+
+
+__all__ = ["build", "compile_ir", "default_pipeline", "InterpretedExecutable"]

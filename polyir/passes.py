@@ -1,15 +1,20 @@
 """Pass registry, pipeline strings and the pass manager.
 
 A pass is a frozen dataclass whose fields are its options, with a docstring
-and a ``run(self, module) -> Module`` method, registered under a name::
+and a ``run(self, module, ctx) -> Module`` method, registered under a name::
 
-    @register_pass("tile")
+    @register_pass("unroll-inner")
     @dataclass(frozen=True)
-    class Tile:
-        \"\"\"Tile the outermost band.\"\"\"
-        sizes: tuple[int, ...] = (32, 32)
+    class UnrollInner:
+        \"\"\"Mark every innermost loop for unrolling.\"\"\"
+        factor: int = 4
 
-        def run(self, module: Module) -> Module: ...
+        def run(self, module: Module, ctx: PassContext) -> Module: ...
+
+``ctx`` (:class:`PassContext`) carries the ``Target`` (``ctx.target``), the
+polyhedral analyses shared by the passes of one pipeline (``ctx.analyses``) and
+the remarks channel (``ctx.remark(pass, where, why)``). A pass whose ``run``
+takes only the module is still accepted.
 
 Pipeline syntax (see docs/passes.md)::
 
@@ -24,23 +29,24 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import inspect
 import re
 import typing
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TextIO, Union
 
+from polyir.context import PassContext, Remark, make_context  # noqa: F401  (Remark: re-exported)
 from polyir.errors import PassError, PolyirError
 from polyir.ir.nodes import Module
+from polyir.target import Target
 
 PASS_MODULES: list[str] = [
     "polyir.transforms",
     "polyir.polyhedral.passes",
     "polyir.gpu.passes",
-    "polyir.tiling.passes",
 ]
 """Modules imported (once, on first use of the registry) so that their passes
-register. A module that does not exist yet is skipped; any other import error
-propagates."""
+register. An import error (a missing module included) propagates."""
 
 OPTION_TYPES: dict[Any, str] = {
     int: "int", float: "float", bool: "bool", str: "str",
@@ -82,7 +88,7 @@ def register_pass(name: str) -> Callable[[type], type]:
         if not cls.__dataclass_params__.frozen:  # type: ignore[attr-defined]
             raise TypeError(f"pass {name!r}: {cls.__name__} must be a frozen dataclass")
         if not callable(getattr(cls, "run", None)):
-            raise TypeError(f"pass {name!r}: {cls.__name__} has no run(self, module) method")
+            raise TypeError(f"pass {name!r}: {cls.__name__} has no run(self, module, ctx) method")
         doc = cls.__doc__ or ""
         if not doc.strip() or doc.startswith(f"{cls.__name__}("):  # dataclass's generated docstring
             raise TypeError(f"pass {name!r}: {cls.__name__} needs a docstring saying what it does")
@@ -114,15 +120,10 @@ def option_types(cls: type) -> dict[str, Any]:
 
 
 def load_pass_modules(modules: Iterable[str] | None = None) -> None:
-    """Import the modules of ``PASS_MODULES`` (skipping ones that do not exist yet)."""
+    """Import the modules of ``PASS_MODULES`` (or ``modules``) so their passes register."""
     global _loaded
     for module in (PASS_MODULES if modules is None else modules):
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as error:
-            missing = error.name or ""
-            if missing != module and not module.startswith(missing + "."):
-                raise
+        importlib.import_module(module)
     if modules is None:
         _loaded = True
 
@@ -377,11 +378,38 @@ def _dump(target: DumpTarget, title: str, module: Module) -> None:
         target(text)  # type: ignore[operator]
 
 
+def run_pass(instance: Any, module: Module, ctx: PassContext) -> Module:
+    """``instance.run(module, ctx)``; a pass whose ``run`` takes only the module
+    is called as ``run(module)``."""
+    run = instance.run
+    if _takes_context(type(instance)):
+        return run(module, ctx)
+    return run(module)
+
+
+_TAKES_CONTEXT: dict[type, bool] = {}
+
+
+def _takes_context(cls: type) -> bool:
+    known = _TAKES_CONTEXT.get(cls)
+    if known is None:
+        parameters = list(inspect.signature(cls.run).parameters.values())[1:]  # type: ignore[attr-defined]
+        known = len(parameters) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in parameters)
+        _TAKES_CONTEXT[cls] = known
+    return known
+
+
 def transform(module: Module, pipeline: str | Sequence[Any], verify_each: bool = False,
-              dump_after_each: DumpTarget = None) -> Module:
+              dump_after_each: DumpTarget = None, *, target: Target | str | None = None,
+              ctx: PassContext | None = None) -> Module:
     """Run ``pipeline`` (a pipeline string or pass instances) on ``module``.
 
-    With ``verify_each`` the input and every pass's output are verified.
+    ``target`` (a ``Target`` or a name such as ``"cuda:sm_80"``; default the
+    host CPU) is what the passes see as ``ctx.target``; ``ctx`` is an existing
+    :class:`PassContext` to reuse (its analyses and remarks carry over).
+
+    The output of every pass is verified: a pass whose output is invalid IR
+    has failed. With ``verify_each`` the input is verified too.
     ``dump_after_each`` (a callable taking a string, or a text stream)
     receives ``// -----// IR after PASS //----- //`` and the module text after
     every pass. An error inside a pass (including a ``VerifyError`` of its
@@ -390,17 +418,18 @@ def transform(module: Module, pipeline: str | Sequence[Any], verify_each: bool =
     """
     from polyir.ir.verifier import verify
     passes = parse_pipeline(pipeline) if isinstance(pipeline, str) else list(pipeline)
+    context = make_context(target, ctx)
     if verify_each:
         verify(module)
     ran: list[str] = []
     for instance in passes:
         title = format_pass(instance)
         try:
-            result = instance.run(module)
+            with context.timed(f"pass {title}"):
+                result = run_pass(instance, module, context)
             if not isinstance(result, Module):
                 raise TypeError(f"run() returned {type(result).__name__}, not a Module")
-            if verify_each:
-                verify(result)
+            verify(result)
         except Exception as error:
             raise PassError(title, ran, error) from error
         module = result

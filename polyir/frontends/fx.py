@@ -254,36 +254,17 @@ def _is_tensor(node: torch.fx.Node) -> bool:
 
 
 # ------------------------------------------------------------------- compile
-DEFAULT_PIPELINE: str | None = None
-"""The passes run on every lowered module when ``pipeline`` is not given.
-
-Empty for now: ``pipeline="mark-parallel"`` is correct (reductions stay
-sequential) and runs the marked loops on all cores, but the CPU backend
-dispatches every marked loop to threads whatever its size, and at tens of
-microseconds per dispatch that makes the small demo models slower (1.15 ->
-1.31 ms for the transformer block). A size-aware policy is the missing piece."""
-
-
-def default_pipeline() -> str | None:
-    """The default pass pipeline (see ``DEFAULT_PIPELINE``)."""
-    return DEFAULT_PIPELINE
-
-
-def _verify(module: Any) -> None:
-    try:
-        from polyir.ir.verifier import verify
-    except ImportError:  # the verifier is optional until it lands
-        return
-    verify(module)
-
-
 @dataclass
 class Plan:
-    """Everything compiled for one combination of input shapes and dtypes."""
+    """Everything compiled for one combination of input shapes and dtypes.
+
+    ``context`` is the pass context shared by its segments' compilations
+    (their remarks and timings)."""
 
     captured: Captured
     steps: list[Step]
     target: Any
+    context: Any = None
 
     @property
     def segments(self) -> list[Segment]:
@@ -355,26 +336,24 @@ def _run_segment(segment: Segment, env: dict[torch.fx.Node, Any]) -> None:
 
 def build_plan(model: torch.nn.Module, args: Sequence[Any], *, target: Any, fallback: bool,
                pipeline: str | None) -> Plan:
-    """Capture, partition, lower and build ``model`` for ``args``."""
-    from polyir.driver import build
+    """Capture, partition, lower and compile ``model`` for ``args``
+    (``polyir.driver.compile_ir`` with ``pipeline``, default the target's)."""
+    from polyir.context import PassContext
+    from polyir.driver import compile_ir
+    from polyir.target import resolve
 
     captured = capture(model, args)
     steps = partition(captured.gm)
-    plan = Plan(captured, steps, target)
+    plan = Plan(captured, steps, target, PassContext(resolve(target)))
     unsupported = plan.fallbacks
     if unsupported and not fallback:
         first = unsupported[0]
         raise UnsupportedOp(op_name(first.node.target), first.node.name, first.reason)
-    passes = pipeline if pipeline is not None else default_pipeline()
     for index, segment in enumerate(plan.segments):
         name = "forward" if len(plan.segments) == 1 else f"segment{index}"
         segment.lowered = lower_segment(segment.nodes, segment.inputs, segment.outputs, name)
-        module = segment.lowered.module
-        _verify(module)
-        if passes:
-            from polyir.passes import transform
-            module = transform(module, passes)
-        segment.executable = build(module, target)
+        segment.executable = compile_ir(segment.lowered.module, plan.context.target, pipeline,
+                                        ctx=plan.context)
     if unsupported:
         names = sorted({op_name(s.node.target) for s in unsupported})
         where = ", ".join(f"{s.node.name} ({s.reason})" for s in unsupported)
@@ -446,7 +425,8 @@ class CompiledModel:
                 ops[name] = ops.get(name, 0) + count
         return {"ops": dict(sorted(ops.items())), "loop_nests": nests,
                 "functions": len(plan.segments),
-                "fallbacks": sorted({op_name(s.node.target) for s in plan.fallbacks})}
+                "fallbacks": sorted({op_name(s.node.target) for s in plan.fallbacks}),
+                "remarks": [str(r) for r in plan.context.remarks] if plan.context else []}
 
     def ir(self) -> list[Any]:
         """The lowered modules of the latest plan (before the pass pipeline)."""
@@ -462,7 +442,8 @@ def compile_model(model: Any, example_inputs: Any, *, target: Any = "cpu", fallb
     ``target``: ``"cpu"`` (default), ``"interpret"`` or ``"cuda"``.
     ``fallback``: run operators without a lowering in eager (with one
     ``PolyirFallbackWarning``); when false they raise ``polyir.UnsupportedOp``.
-    ``pipeline``: a pass pipeline string run on every lowered module.
+    ``pipeline``: a pass pipeline string run on every lowered module
+    (default: ``polyir.driver.default_pipeline(target)``).
 
     Returns a :class:`CompiledModel`; it is compiled for the example inputs
     now, so unsupported operators and lowering errors surface here.

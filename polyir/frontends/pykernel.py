@@ -49,7 +49,8 @@ def kernel(func: Callable[..., Any] | None = None, *, target: Target | str | Non
 
     ``target`` is what calling the kernel builds for (default ``"cpu"``, the
     native backend; ``"interpret"`` runs the reference interpreter);
-    ``pipeline`` is a pass pipeline string run on the IR before building;
+    ``pipeline`` is a pass pipeline string run on the IR before building
+    (default: ``polyir.driver.default_pipeline(target)``);
     ``specialize=True`` compiles with sizes and integer arguments as constants.
     Raises ``polyir.UnsupportedSyntax`` at decoration for constructs outside the
     subset.
@@ -101,7 +102,8 @@ class Kernel:
         return self._module(tuple(a.spec for a in self._prepare(args, kwargs)))
 
     def compile_for(self, *args: Any, target: Target | str | None = None, **kwargs: Any) -> Any:
-        """The compiled artifact (``driver.build`` result) for these arguments, not run."""
+        """The compiled artifact (``polyir.driver.compile_ir``'s result) for these
+        arguments, not run."""
         specs = tuple(a.spec for a in self._prepare(args, kwargs))
         return self._executable(specs, self.target if target is None else target)
 
@@ -129,12 +131,8 @@ class Kernel:
         key = (specs, resolved, self.pipeline)
         executable = self._cache.get(key)
         if executable is None:
-            from polyir.driver import build
-            module = self._module(specs)
-            if self.pipeline:
-                from polyir import transform
-                module = transform(module, self.pipeline)
-            executable = build(module, resolved)
+            from polyir.driver import compile_ir
+            executable = compile_ir(self._module(specs), resolved, self.pipeline)
             self._cache[key] = executable
         return executable
 

@@ -11,9 +11,15 @@ schedule tree or schedule map over the scop's statements and translates it:
   substituted for the original loop variables (subscripts, values and
   gather subscripts alike).
 
-A generated loop reuses the name of the original variable it iterates when
-every statement under it uses the iterator as exactly that variable and the
-name is free; other loops get fresh names ``c0``, ``c1``, ...
+A generated loop that iterates exactly one original loop (every statement
+under it uses the iterator as that loop's variable) reuses the loop's name
+and keeps its ``unroll`` and ``vectorize`` hints and its ``parallel`` mark
+(``polyir.polyhedral.schedule`` re-checks the mark on the new code). Loop
+variables stay unique in the function: a name already taken gets a suffix
+(``i_1``), and other loops get fresh names from isl's (``c0``, ``c1``, ...).
+A statement that the AST runs in two places (a loop split by a piecewise
+bound, a disjunctive guard) is renamed in the second (``S1_1``), so statement
+names stay unique too.
 
 ``apply_schedule(function, schedule)`` checks the schedule against the
 dependences first and raises ``IllegalTransform`` with a witness when it is
@@ -52,18 +58,19 @@ class _Translator:
         self.scop = scop
         self.by_isl = {isl_name(n): s for n, s in scop.statements.items()}
         self.params = {isl_name(p): p for p in scop.params}
-        used = set(scop.params) | set(scop.function.buffers) | set(scop.statements)
-        used |= {lp.var for lp in scop.loops.values()}
-        self.used = used
-        self.fresh: dict[str, str] = {}
+        self.reserved = set(scop.params) | set(scop.function.buffers) | set(scop.statements)
+        self.original_loops = {lp.var for lp in scop.loops.values()}
+        self.loop_names: set[str] = set()       # loop variables generated so far
+        self.statement_names: set[str] = set()  # statement names generated so far
 
-    def fresh_name(self, iterator: str) -> str:
-        if iterator not in self.fresh:
-            name = iterator
-            while name in self.used:
-                name += "_"
-            self.fresh[iterator] = name
-        return self.fresh[iterator]
+    def unique(self, base: str, taken: set[str]) -> str:
+        """``base``, or ``base_1``, ``base_2``, ... : the first name not in ``taken``
+        nor reserved."""
+        name, k = base, 0
+        while name in taken or name in self.reserved:
+            k += 1
+            name = f"{base}_{k}"
+        return name
 
     # -- expressions
     def aff(self, expr: isl.AstExpr, env: Mapping[str, str]) -> Aff:
@@ -189,7 +196,7 @@ class _Translator:
                 # the test only involves outer iterators and symbols (self.condition
                 # refuses this loop's iterator, which is not in env yet)
                 return self.branch(test, env, then, other)
-        name = self.loop_name(node, iterator, env)
+        name, original = self.loop_name(node, iterator, env)
         inner = {**env, iterator: name}
         lower = self.bound_list(init, env, _OP.max)
         step = self._divisor(node.for_get_inc())
@@ -203,7 +210,11 @@ class _Translator:
             # coeff*v + rest >= 0 with coeff < 0  <=>  v <= floor(rest / -coeff)
             upper.append(rest // (-coeff) + 1)
         body = self.node(node.for_get_body(), inner)
-        return [For(name, tuple(lower), tuple(upper), tuple(body), step=step)]
+        loop = For(name, tuple(lower), tuple(upper), tuple(body), step=step)
+        if original is not None:
+            loop = replace(loop, parallel=original.parallel, unroll=original.unroll,
+                           vectorize=original.vectorize)
+        return [loop]
 
     def branch(self, test: isl.AstExpr, env: Mapping[str, str], then: list[Node],
                other: list[Node]) -> list[Node]:
@@ -214,20 +225,23 @@ class _Translator:
             result = (If(tuple(conj), tuple(then), result),)
         return list(result)
 
-    def loop_name(self, node: isl.AstNode, iterator: str, env: Mapping[str, str]) -> str:
-        candidates: set[str] = set()
+    def loop_name(self, node: isl.AstNode, iterator: str,
+                  env: Mapping[str, str]) -> tuple[str, For | None]:
+        """The variable of a generated loop and the original loop it iterates
+        exactly (``None`` when it is not one original loop)."""
+        candidates: set[int] = set()
         ok = True
 
         def visit(n: isl.AstNode) -> bool:
             nonlocal ok
             if n.get_type() == _NODE.user:
-                expr = n.user_get_expr()
+                expr = _user_call(n.user_get_expr())
                 stmt = self.by_isl[expr.get_op_arg(0).get_id().get_name()]
                 found = None
-                for k, var in enumerate(stmt.loop_vars):
+                for k, loop_id in enumerate(stmt.loops):
                     arg = expr.get_op_arg(k + 1)
                     if arg.get_type() == isl.ast_expr_type.id and arg.get_id().get_name() == iterator:
-                        found = var
+                        found = loop_id
                 if found is None:
                     ok = False
                 else:
@@ -235,12 +249,17 @@ class _Translator:
             return True
 
         node.for_get_body().foreach_descendant_top_down(visit)
+        original: For | None = None
+        names = {self.scop.loops[c].var for c in candidates}
         if ok and len(candidates) == 1:
-            name = candidates.pop()
-            if name not in env.values() and name not in self.scop.params \
-                    and name not in self.scop.function.buffers:
-                return name
-        return self.fresh_name(iterator)
+            original = self.scop.loops[candidates.pop()].node
+            name = self.unique(original.var, self.loop_names | set(env.values()))
+        elif ok and len(names) == 1:  # sibling loops of the same name, fused
+            name = self.unique(names.pop(), self.loop_names | set(env.values()))
+        else:
+            name = self.unique(iterator, self.loop_names | self.original_loops | set(env.values()))
+        self.loop_names.add(name)
+        return name, original
 
     def statement(self, expr: isl.AstExpr, env: Mapping[str, str]) -> list[Node]:
         split = _split_select(expr)
@@ -250,7 +269,18 @@ class _Translator:
         stmt = self.by_isl[expr.get_op_arg(0).get_id().get_name()]
         values = {var: self.aff(expr.get_op_arg(k + 1), env)
                   for k, var in enumerate(stmt.loop_vars)}
-        return [substitute_node(stmt.node, values)]
+        node = substitute_node(stmt.node, values)
+        if stmt.name in self.statement_names:
+            name = self.unique(stmt.name, self.statement_names | set(self.scop.statements))
+            node = replace(node, name=name)  # type: ignore[arg-type]
+        self.statement_names.add(node.name)  # type: ignore[union-attr]
+        return [node]
+
+
+def _user_call(expr: isl.AstExpr) -> isl.AstExpr:
+    """The statement call of a user node (the first branch of a ``c ? a : b``)."""
+    split = _split_select(expr)
+    return expr if split is None else _user_call(split[1])
 
 
 def _single(disjuncts: list[list[Constraint]], cond: isl.AstExpr) -> list[Constraint]:
@@ -295,6 +325,6 @@ def apply_schedule(function: Function, schedule: isl.Schedule | isl.UnionMap | s
     from polyir.polyhedral.legality import check_schedule
     scop = extract(function)
     if isinstance(schedule, str):
-        schedule = isl.UnionMap(schedule)
+        schedule = scop.isl_union_map(schedule)
     check_schedule(scop, schedule, accept_reassociation).require()
     return replace(function, body=generate(scop, schedule))

@@ -15,7 +15,7 @@ uniform, its distance vector over the loops the two statements share.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import islpy as isl
 
@@ -29,7 +29,7 @@ _SIGNS = {frozenset("+"): "<", frozenset("0"): "=", frozenset("-"): ">",
           frozenset("+-0"): "*", frozenset(): "."}
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class Dependence:
     """``source`` instances must run before ``sink`` instances.
 
@@ -65,12 +65,26 @@ class Dependence:
                 f" carried at levels [{levels}]{vec}")
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class Dependences:
-    """All dependences of a :class:`Scop`."""
+    """All dependences of a :class:`Scop` (iterable, in a stable order: by kind,
+    then source and sink statement order, then buffer)."""
 
     scop: Scop
-    items: list[Dependence] = field(default_factory=list)
+    items: tuple[Dependence, ...] = ()
+
+    def __iter__(self):  # -> Iterator[Dependence]
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{k}={len(self.of_kind(k))}" for k in ALL_KINDS)
+        return f"<Dependences of {self.scop.function.name}: {len(self.items)} ({counts})>"
+
+    def __str__(self) -> str:
+        return "\n".join(str(d) for d in self.items) or "no dependences"
 
     def of_kind(self, *kinds: str) -> list[Dependence]:
         return [d for d in self.items if d.kind in kinds]
@@ -180,7 +194,7 @@ def compute_dependences(target: Scop | Function) -> Dependences:
     kind, buffer and pair of statements."""
     scop = target if isinstance(target, Scop) else extract(target)
     by_isl_name = {isl_name(s): s for s in scop.statements}
-    found = Dependences(scop)
+    found: list[Dependence] = []
     for kind, per_buffer in raw_relations(scop).items():
         for buffer, umap in per_buffer.items():
             for rel in _maps(umap.coalesce()):
@@ -188,10 +202,10 @@ def compute_dependences(target: Scop | Function) -> Dependences:
                     continue
                 source = by_isl_name[rel.get_tuple_name(isl.dim_type.in_)]
                 sink = by_isl_name[rel.get_tuple_name(isl.dim_type.out)]
-                found.items.append(describe(scop, kind, source, sink, buffer, rel))
-    found.items.sort(key=lambda d: (ALL_KINDS.index(d.kind), scop.statements[d.source].order,
-                                    scop.statements[d.sink].order, d.buffer))
-    return found
+                found.append(describe(scop, kind, source, sink, buffer, rel))
+    found.sort(key=lambda d: (ALL_KINDS.index(d.kind), scop.statements[d.source].order,
+                              scop.statements[d.sink].order, d.buffer))
+    return Dependences(scop, tuple(found))
 
 
 def common_loops(scop: Scop, a: str, b: str) -> tuple[int, ...]:
@@ -216,7 +230,7 @@ def level_relation(scop: Scop, source: str, sink: str, level: int, op: str = "<"
         cons.append(f"a{level - 1} {op} b{level - 1}")
     text = (f"{scop.param_space} -> {{ {isl_name(source)}[{', '.join(a)}] -> "
             f"{isl_name(sink)}[{', '.join(b)}] : {' and '.join(cons) or 'true'} }}")
-    return isl.Map(text)
+    return scop.isl_map(text)
 
 
 def common_deltas(rel: isl.Map, common: int) -> isl.Set:
@@ -241,7 +255,7 @@ def describe(scop: Scop, kind: str, source: str, sink: str, buffer: str,
     for k in range(len(common)):
         signs = set()
         for sign, op in (("+", ">"), ("0", "="), ("-", "<")):
-            probe = isl.Set(f"{scop.param_space} -> {{ [{names}] : d{k} {op} 0 }}")
+            probe = scop.isl_set(f"{scop.param_space} -> {{ [{names}] : d{k} {op} 0 }}")
             if not deltas.intersect(probe).is_empty():
                 signs.add(sign)
         direction.append(_SIGNS[frozenset(signs)])
@@ -260,7 +274,7 @@ def _uniform_distance(scop: Scop, deltas: isl.Set, n: int) -> tuple[int, ...] | 
     values = [int(point.get_coordinate_val(isl.dim_type.set, k).to_python()) for k in range(n)]
     names = ", ".join(f"d{k}" for k in range(n))
     cons = " and ".join(f"d{k} = {v}" for k, v in enumerate(values)) or "true"
-    exact = isl.Set(f"{scop.param_space} -> {{ [{names}] : {cons} }}")
+    exact = scop.isl_set(f"{scop.param_space} -> {{ [{names}] : {cons} }}")
     return tuple(values) if deltas.is_subset(exact) else None
 
 

@@ -24,7 +24,7 @@ statement names.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import islpy as isl
 
@@ -113,7 +113,7 @@ class LoopInfo:
     nest: int  # index of the top-level node that holds it
 
 
-@dataclass
+@dataclass(frozen=True)
 class Access:
     """One access of a statement: ``relation`` maps the statement's instances
     to buffer elements; ``exact`` is False for may-accesses (gathers)."""
@@ -125,7 +125,7 @@ class Access:
     exact: bool
 
 
-@dataclass
+@dataclass(frozen=True)
 class StatementInfo:
     """One polyhedral statement."""
 
@@ -138,7 +138,7 @@ class StatementInfo:
     order: int                   # textual position among statements
     domain: isl.Set
     positions: tuple[int, ...] = ()  # textual position at each depth (2d+1 schedule)
-    accesses: list[Access] = field(default_factory=list)
+    accesses: tuple[Access, ...] = ()
     reduction: tuple[str, str] | None = None   # (buffer, op) when a reduction
 
     @property
@@ -150,9 +150,10 @@ class StatementInfo:
         return [a for a in self.accesses if a.kind == "write"]
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class Scop:
-    """The polyhedral view of a function (see the module docstring)."""
+    """The polyhedral view of a function (see the module docstring); a frozen
+    record (do not mutate its dicts)."""
 
     function: Function
     params: tuple[str, ...]
@@ -164,6 +165,27 @@ class Scop:
     @property
     def param_space(self) -> str:
         return "[" + ", ".join(isl_name(p) for p in self.params) + "]"
+
+    @property
+    def ctx(self) -> isl.Context:
+        """The isl context every object of this scop lives on."""
+        return self.context.get_ctx()
+
+    def isl_set(self, text: str) -> isl.Set:
+        """``isl.Set`` from text, on this scop's context."""
+        return isl.Set(text, context=self.ctx)
+
+    def isl_map(self, text: str) -> isl.Map:
+        """``isl.Map`` from text, on this scop's context."""
+        return isl.Map(text, context=self.ctx)
+
+    def isl_union_map(self, text: str) -> isl.UnionMap:
+        """``isl.UnionMap`` from text, on this scop's context."""
+        return isl.UnionMap(text, context=self.ctx)
+
+    def isl_union_set(self, text: str) -> isl.UnionSet:
+        """``isl.UnionSet`` from text, on this scop's context."""
+        return isl.UnionSet(text, context=self.ctx)
 
     @property
     def domain(self) -> isl.UnionSet:
@@ -228,7 +250,7 @@ class Scop:
             padded = [str(x) for x in vec] + ["0"] * (width - len(vec))
             text = (f"{self.param_space} -> {{ {isl_name(name)}[{', '.join(s.dims)}] -> "
                     f"[{', '.join(padded)}] }}")
-            result = result.union(isl.UnionMap.from_map(isl.Map(text).intersect_domain(s.domain)))
+            result = result.union(isl.UnionMap.from_map(self.isl_map(text).intersect_domain(s.domain)))
         return result
 
     def loop(self, key: int | str) -> LoopInfo:
@@ -361,7 +383,8 @@ class _Frame:
 
 
 class _Extractor:
-    def __init__(self, function: Function):
+    def __init__(self, function: Function, ctx: isl.Context):
+        self.ctx = ctx
         self.function = function
         self.buffers: dict[str, Buffer] = function.buffers
         self.params = function.symbols
@@ -376,7 +399,7 @@ class _Extractor:
         for buf in self.buffers.values():
             parts += [f"{aff_to_isl(d, {})} >= 1" for d in buf.shape]
         body = " and ".join(parts) if parts else "true"
-        return isl.Set(f"{self.param_text} -> {{ : {body} }}")
+        return isl.Set(f"{self.param_text} -> {{ : {body} }}", context=self.ctx)
 
     # -- traversal
     def run(self) -> Scop:
@@ -451,7 +474,7 @@ class _Extractor:
         pieces = "; ".join(f"{s.name}[{', '.join(s.dims)}] -> [({s.dims[len(frame.dims)]})]"
                            for s in members)
         prefix = f"{self.param_text} -> " if self.params else ""  # "[] -> [...]" misparses
-        band = isl.MultiUnionPwAff(f"{prefix}[{{ {pieces} }}]")
+        band = isl.MultiUnionPwAff(f"{prefix}[{{ {pieces} }}]", context=self.ctx)
         return body.insert_partial_schedule(band)
 
     def _visit_statement(self, node: Node, frame: _Frame, nest: int) -> isl.Schedule:
@@ -460,14 +483,14 @@ class _Extractor:
             raise NotPolyhedral(f"statement name {name} used twice in {self.function.name}")
         cond = " and ".join(frame.constraints) if frame.constraints else "true"
         tuple_text = f"{isl_name(name)}[{', '.join(frame.dims)}]"
-        domain = isl.Set(f"{self.param_text} -> {{ {tuple_text} : {cond} }}")
+        domain = isl.Set(f"{self.param_text} -> {{ {tuple_text} : {cond} }}", context=self.ctx)
         domain = domain.intersect_params(self.context).coalesce()
         position = frame.counter[0]
         frame.counter[0] += 1
         info = StatementInfo(name, node, frame.loop_vars, frame.dims, frame.loops, nest,
                              len(self.statements), domain, frame.positions + (position,),
                              reduction=reduction_of(node))
-        info.accesses = self._accesses(node, info, frame, tuple_text)
+        info = replace(info, accesses=tuple(self._accesses(node, info, frame, tuple_text)))
         self.statements[name] = info
         return isl.Schedule.from_domain(isl.UnionSet.from_set(domain))
 
@@ -540,7 +563,7 @@ class _Extractor:
         cond = " and ".join(constraints) if constraints else "true"
         text = (f"{self.param_text} -> {{ {tuple_text} -> {isl_name(buffer)}[{', '.join(outs)}]"
                 f" : {cond} }}")
-        relation = isl.Map(text).intersect_domain(info.domain).coalesce()
+        relation = isl.Map(text, context=self.ctx).intersect_domain(info.domain).coalesce()
         return Access(info.name, buffer, kind, relation, exact)
 
 
@@ -553,7 +576,9 @@ def _sequence(parts: list[isl.Schedule]) -> isl.Schedule | None:
     return result
 
 
-def extract(function: Function) -> Scop:
-    """The :class:`Scop` of ``function``; raises ``NotPolyhedral`` for
+def extract(function: Function, ctx: isl.Context | None = None) -> Scop:
+    """The :class:`Scop` of ``function`` on the isl context ``ctx`` (default:
+    islpy's process-wide one; a compilation passes its own, see
+    ``polyir.polyhedral.analysis.Analyses``). Raises ``NotPolyhedral`` for
     barriers, launches and duplicate statement names."""
-    return _Extractor(function).run()
+    return _Extractor(function, isl.DEFAULT_CONTEXT if ctx is None else ctx).run()

@@ -96,7 +96,7 @@ def _footprints(scop: Scop, members: list[StatementInfo], depth: int) -> dict[st
     per_buffer: dict[str, dict[str, isl.Map]] = {}
     for stmt in members:
         dims = ", ".join(stmt.dims)
-        proj = isl.Map(f"{scop.param_space} -> {{ {isl_name(stmt.name)}[{dims}] -> "
+        proj = scop.isl_map(f"{scop.param_space} -> {{ {isl_name(stmt.name)}[{dims}] -> "
                        f"[{', '.join(stmt.dims[:depth])}] }}")
         for acc in stmt.accesses:
             rel = acc.relation.apply_domain(proj)

@@ -113,7 +113,7 @@ def _small_sample(relation: isl.Map, scop: Scop) -> isl.Point:
     """A point of ``relation``, preferring small symbol values."""
     n_params = relation.dim(isl.dim_type.param)
     for bound in _PARAM_BOUNDS:
-        box = isl.Set(f"{scop.param_space} -> {{ : "
+        box = scop.isl_set(f"{scop.param_space} -> {{ : "
                       + (" and ".join(f"0 <= {isl_name(p)} <= {bound}" for p in scop.params)
                          or "true") + " }")
         limited = relation.intersect_params(box)
@@ -149,14 +149,14 @@ def make_witness(scop: Scop, dep: Dependence, violating: isl.Map, consequence: s
 
 def _fixed(scop: Scop, params: Mapping[str, int]) -> isl.Set:
     cons = " and ".join(f"{isl_name(p)} = {params[p]}" for p in scop.params) or "true"
-    return isl.Set(f"{scop.param_space} -> {{ : {cons} }}")
+    return scop.isl_set(f"{scop.param_space} -> {{ : {cons} }}")
 
 
 def elements_touched(scop: Scop, stmt: StatementInfo, point: tuple[int, ...], kind: str,
                      buffer: str, params: Mapping[str, int]) -> isl.Set:
     """Elements of ``buffer`` that instance ``stmt(point)`` accesses with ``kind``."""
     cons = " and ".join(f"{d} = {v}" for d, v in zip(stmt.dims, point, strict=False)) or "true"
-    inst = isl.Set(f"{scop.param_space} -> {{ {isl_name(stmt.name)}[{', '.join(stmt.dims)}] : {cons} }}")
+    inst = scop.isl_set(f"{scop.param_space} -> {{ {isl_name(stmt.name)}[{', '.join(stmt.dims)}] : {cons} }}")
     inst = inst.intersect_params(_fixed(scop, params))
     result: isl.Set | None = None
     for acc in stmt.accesses:
@@ -197,7 +197,7 @@ def _pad(umap: isl.UnionMap) -> isl.UnionMap:
 def as_schedule_map(scop: Scop, schedule: isl.UnionMap | isl.Schedule | str) -> isl.UnionMap:
     """A schedule (tree, union map or isl text) as a padded union map on the domain."""
     if isinstance(schedule, str):
-        schedule = isl.UnionMap(schedule)
+        schedule = scop.isl_union_map(schedule)
     if isinstance(schedule, isl.Schedule):
         schedule = schedule.get_map()
     schedule = schedule.intersect_domain(scop.domain)
@@ -237,7 +237,7 @@ def check_schedule(target: Scop | Function | Dependences,
 def _time(schedule: isl.UnionMap, scop: Scop, inst: Instance) -> list[int]:
     stmt = scop.statements[inst.statement]
     cons = " and ".join(f"{d} = {v}" for d, (_, v) in zip(stmt.dims, inst.values, strict=False)) or "true"
-    point = isl.UnionSet(f"{scop.param_space} -> {{ {isl_name(stmt.name)}[{', '.join(stmt.dims)}] : {cons} }}")
+    point = scop.isl_union_set(f"{scop.param_space} -> {{ {isl_name(stmt.name)}[{', '.join(stmt.dims)}] : {cons} }}")
     image = point.apply(schedule)
     sets: list[isl.Set] = []
     image.foreach_set(sets.append)
@@ -312,7 +312,7 @@ def _negative_at(scop: Scop, dep: Dependence, first: int, level: int) -> isl.Map
     a = [f"a{k}" for k in range(len(sa.dims))]
     b = [f"b{k}" for k in range(len(sb.dims))]
     cons = [f"a{k} = b{k}" for k in range(first - 1)] + [f"b{level - 1} < a{level - 1}"]
-    return isl.Map(f"{scop.param_space} -> {{ {isl_name(dep.source)}[{', '.join(a)}] -> "
+    return scop.isl_map(f"{scop.param_space} -> {{ {isl_name(dep.source)}[{', '.join(a)}] -> "
                    f"{isl_name(dep.sink)}[{', '.join(b)}] : {' and '.join(cons)} }}")
 
 

@@ -7,24 +7,31 @@
 * ``reschedule{accept_reassociation=false}``: regenerates each host
   function from isl's Pluto-style schedule.
 
-Functions that the polyhedral layer cannot model (barriers, launches) and
-GPU kernels are left unchanged; a function for which isl's scheduler finds
-no schedule is regenerated from its original schedule.
+Both read the dependences from ``ctx.analyses`` (computed once per function
+for the whole pipeline). Functions the polyhedral layer cannot model
+(barriers, launches) and GPU kernels are left unchanged, with a remark; a
+function for which isl's scheduler finds no schedule is regenerated from its
+original schedule, with a remark.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from polyir.context import PassContext
 from polyir.ir.nodes import For, Function, Module
 from polyir.passes import register_pass
-from polyir.polyhedral.dependences import compute_dependences
+from polyir.polyhedral.dependences import Dependences, compute_dependences
 from polyir.polyhedral.extract import NotPolyhedral, extract, map_loops
 from polyir.polyhedral.schedule import SchedulingError, reschedule_function
 
 
-def mark_parallel(function: Function, accept_reassociation: bool = False) -> Function:
-    """``function`` with ``parallel=True`` on every loop that carries no dependence."""
-    deps = compute_dependences(extract(function))
+def mark_parallel(function: Function, accept_reassociation: bool = False,
+                  deps: Dependences | None = None) -> Function:
+    """``function`` with ``parallel=True`` on every loop that carries no dependence
+    (``deps``: the function's dependences, when already known)."""
+    if deps is None:
+        deps = compute_dependences(extract(function))
     carrying = deps.carrying_loops(accept_reassociation)
 
     def rewrite(loop: For, ident: int) -> For:
@@ -35,7 +42,10 @@ def mark_parallel(function: Function, accept_reassociation: bool = False) -> Fun
     return replace(function, body=map_loops(function.body, rewrite))
 
 
-def _each_function(module: Module, change) -> Module:
+def each_host_function(module: Module, ctx: PassContext, pass_name: str,
+                       change: Callable[[Function], Function]) -> Module:
+    """``module`` with ``change`` applied to every host function; a function the
+    polyhedral layer cannot model is kept, with a remark naming why."""
     functions = []
     for function in module.functions:
         if function.kind != "host":
@@ -43,7 +53,8 @@ def _each_function(module: Module, change) -> Module:
             continue
         try:
             functions.append(change(function))
-        except (NotPolyhedral, SchedulingError):
+        except NotPolyhedral as error:
+            ctx.remark(pass_name, f"function '{function.name}'", f"not transformed: {error}")
             functions.append(function)
     return Module(tuple(functions))
 
@@ -55,8 +66,28 @@ class MarkParallel:
 
     accept_reassociation: bool = False
 
-    def run(self, module: Module) -> Module:
-        return _each_function(module, lambda f: mark_parallel(f, self.accept_reassociation))
+    def run(self, module: Module, ctx: PassContext) -> Module:
+        def change(function: Function) -> Function:
+            deps = ctx.analyses.dependences(function)
+            result = mark_parallel(function, self.accept_reassociation, deps)
+            _remark_sequential(ctx, function, deps, self.accept_reassociation)
+            return result
+        return each_host_function(module, ctx, "mark-parallel", change)
+
+
+def _remark_sequential(ctx: PassContext, function: Function, deps: Dependences,
+                       accept_reassociation: bool) -> None:
+    """One remark per loop left sequential: the first dependence it carries."""
+    from polyir.polyhedral.legality import check_parallel
+    carrying = deps.carrying_loops(accept_reassociation)
+    for ident in sorted(carrying):
+        info = deps.scop.loops[ident]
+        if info.node.parallel or info.node.mapping is not None:
+            continue
+        answer = check_parallel(deps, ident, accept_reassociation)
+        why = answer.reason + (f"; witness: {answer.witness}" if answer.witness else "")
+        ctx.remark("mark-parallel", f"function '{function.name}', loop '{info.var}'",
+                   f"stays sequential: {why}")
 
 
 @register_pass("reschedule")
@@ -66,5 +97,14 @@ class Reschedule:
 
     accept_reassociation: bool = False
 
-    def run(self, module: Module) -> Module:
-        return _each_function(module, lambda f: reschedule_function(f, self.accept_reassociation))
+    def run(self, module: Module, ctx: PassContext) -> Module:
+        def change(function: Function) -> Function:
+            deps = ctx.analyses.dependences(function)
+            try:
+                return reschedule_function(function, self.accept_reassociation, deps=deps,
+                                           fallback=False)
+            except SchedulingError as error:
+                ctx.remark("reschedule", f"function '{function.name}'",
+                           f"kept the original schedule: {error}")
+                return reschedule_function(function, deps=deps, original=True)
+        return each_host_function(module, ctx, "reschedule", change)

@@ -96,21 +96,50 @@ def wavefront_bands(schedule: isl.Schedule) -> isl.Schedule:
 
 
 def reschedule_function(function: Function, accept_reassociation: bool = False,
-                        wavefront: bool = True, fallback: bool = True) -> Function:
-    """``function`` with its body generated from isl's schedule.
+                        wavefront: bool = True, fallback: bool = True,
+                        deps: Dependences | None = None, original: bool = False) -> Function:
+    """``function`` with its body generated from isl's schedule (from its
+    original schedule when ``original``).
 
-    When isl's scheduler finds no schedule (it sometimes reports "unable to
-    carry dependences" even though the original order is valid), the body is
+    ``deps``: the function's dependences when already known. When isl's
+    scheduler finds no schedule (it sometimes reports "unable to carry
+    dependences" even though the original order is valid), the body is
     regenerated from the original schedule when ``fallback`` is true, else
-    ``SchedulingError`` is raised."""
-    scop = extract(function)
+    ``SchedulingError`` is raised. Loops that the new code iterates exactly as
+    an original loop keep its ``unroll``/``vectorize`` hints, and its
+    ``parallel`` mark when the loop is still parallel in the new code."""
+    if deps is None:
+        deps = compute_dependences(extract(function))
+    scop = deps.scop
     if scop.domain.is_empty():
         return replace(function, body=())
-    deps = compute_dependences(scop)
-    try:
-        schedule = compute_schedule(deps, accept_reassociation, wavefront)
-    except SchedulingError:
-        if not fallback:
-            raise
+    if original:
         schedule = scop.schedule
-    return replace(function, body=generate(scop, schedule))
+    else:
+        try:
+            schedule = compute_schedule(deps, accept_reassociation, wavefront)
+        except SchedulingError:
+            if not fallback:
+                raise
+            schedule = scop.schedule
+    result = replace(function, body=generate(scop, schedule))
+    return keep_parallel_marks(result, accept_reassociation, scop.ctx)
+
+
+def keep_parallel_marks(function: Function, accept_reassociation: bool = False,
+                        ctx: isl.Context | None = None) -> Function:
+    """``function`` with the ``parallel`` mark removed from every loop that
+    carries a dependence (isl codegen copies the marks of the original loops
+    it iterates one to one, and a new schedule may have moved a dependence
+    onto such a loop). Nothing is analysed when no loop is marked."""
+    from polyir.ir.nodes import For
+    from polyir.ir.walk import walk_nodes
+    if not any(isinstance(n, For) and n.parallel for n in walk_nodes(function.body)):
+        return function
+    from polyir.polyhedral.extract import map_loops
+    carrying = compute_dependences(extract(function, ctx)).carrying_loops(accept_reassociation)
+
+    def rewrite(loop: For, ident: int) -> For:
+        return replace(loop, parallel=False) if loop.parallel and ident in carrying else loop
+
+    return replace(function, body=map_loops(function.body, rewrite))

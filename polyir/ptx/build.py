@@ -1,11 +1,11 @@
 """IR -> PTX for CUDA targets: ``build_cuda(module, target) -> CudaExecutable``.
 
-Pipeline: when a host function still holds loop nests (not only launches),
-``mark-parallel`` (when that pass is registered) then ``gpu-map``; then every
-kernel is lowered by the shared lowering (``polyir.llvm.lower``) with
-``NvptxHooks``, optimised at O3 for NVPTX, and emitted as PTX by LLVM's NVPTX
-backend (``sm_80``/``sm_90``, PTX ISA 8.0). Compiling needs neither a GPU nor
-CuPy; calling the executable does (``polyir.ptx.runtime``).
+The module must already be mapped (host functions hold only launches; the
+driver's ``compile_ir`` runs ``mark-parallel,gpu-map`` first). Every kernel is
+lowered by the shared lowering (``polyir.llvm.lower``) with ``NvptxHooks``,
+optimised at O3 for NVPTX, and emitted as PTX by LLVM's NVPTX backend
+(``sm_80``/``sm_90``, PTX ISA 8.0). Compiling needs neither a GPU nor CuPy;
+calling the executable does (``polyir.ptx.runtime``).
 """
 from __future__ import annotations
 
@@ -51,32 +51,6 @@ def needs_mapping(module: Module) -> bool:
     from polyir.gpu.mapping import is_launch_code
     return any(f.kind == "host" and not all(is_launch_code(n) for n in f.body)
                for f in module.functions)
-
-
-def map_for_gpu(module: Module, pipeline: str | None = None) -> Module:
-    """``module`` ready for the NVPTX lowering: ``pipeline`` if given, else
-    ``mark-parallel`` (when registered) and ``gpu-map``, only when needed."""
-    if pipeline is None and not needs_mapping(module):
-        return module
-    try:
-        from polyir import passes
-    except ImportError:  # the pass registry is optional for this backend
-        if pipeline is not None:
-            raise
-        from polyir.gpu.mapping import map_module
-        return map_module(module)
-    if pipeline is None:
-        pipeline = "mark-parallel,gpu-map" if _registered(passes, "mark-parallel") else "gpu-map"
-    return passes.transform(module, pipeline)
-
-
-def _registered(passes: Any, name: str) -> bool:
-    for attribute in ("registered_passes", "pass_names"):
-        lookup = getattr(passes, attribute, None)
-        if callable(lookup):
-            return name in lookup()
-    registry = getattr(passes, "PASSES", None) or getattr(passes, "REGISTRY", None) or {}
-    return name in registry
 
 
 def lower_kernels(module: Module, sm: int) -> tuple[str, dict[str, LoweredFunction]]:
@@ -134,10 +108,17 @@ class CudaExecutable:
         self._runtime(*args)
 
 
-def build_cuda(module: Module, target: Target, pipeline: str | None = None) -> CudaExecutable:
-    """Map (when needed), lower and emit PTX for ``target.sm`` (default 90)."""
+def build_cuda(module: Module, target: Target) -> CudaExecutable:
+    """Lower and emit PTX for ``target.sm`` (default 90). Raises ``CompileError``
+    when a host function still holds loops (not mapped: run ``gpu-map``, or use
+    ``polyir.driver.compile_ir``, which does)."""
     sm = target.sm or 90
-    mapped = map_for_gpu(module, pipeline)
+    if needs_mapping(module):
+        host = next(f.name for f in module.functions if f.kind == "host")
+        raise CompileError(f"function '{host}' is not mapped for the GPU (it holds loops, not only "
+                           f"launches): run the 'gpu-map' pass first, or compile with "
+                           f"polyir.driver.compile_ir, which does")
+    mapped = module
     from polyir.ir.verifier import verify
     verify(mapped)
     llvm_ir, lowered = lower_kernels(mapped, sm)
@@ -145,5 +126,5 @@ def build_cuda(module: Module, target: Target, pipeline: str | None = None) -> C
     return CudaExecutable(mapped, target, llvm_ir, ptx, lowered)
 
 
-__all__ = ["build_cuda", "CudaExecutable", "lower_kernels", "emit_ptx", "map_for_gpu",
+__all__ = ["build_cuda", "CudaExecutable", "lower_kernels", "emit_ptx", "needs_mapping",
            "target_machine", "TRIPLE"]

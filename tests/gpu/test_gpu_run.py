@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 
 import polyir
+from polyir.driver import compile_ir
 from polyir.ir.interpreter import interpret
 from polyir.ir.parser import parse
-from polyir.ptx.build import build_cuda
 from polyir.target import cuda
 from polyir.testing import programs, random_arguments, symbol_values
 from tests.conftest import examples
@@ -36,7 +36,7 @@ def _sm() -> int:
 
 
 def test_elementwise_chain_numpy_arguments() -> None:
-    exe = build_cuda(parse(ELEMENTWISE), cuda(_sm()))
+    exe = compile_ir(parse(ELEMENTWISE), cuda(_sm()))
     rng = np.random.default_rng(0)
     x = rng.standard_normal((300, 257)).astype(np.float32)
     b = rng.standard_normal(257).astype(np.float32)
@@ -47,7 +47,7 @@ def test_elementwise_chain_numpy_arguments() -> None:
 
 
 def test_shared_memory_tiled_matmul() -> None:
-    exe = build_cuda(parse(SHARED_TILED_MATMUL), cuda(_sm()))
+    exe = compile_ir(parse(SHARED_TILED_MATMUL), cuda(_sm()))
     rng = np.random.default_rng(1)
     a = rng.standard_normal((70, 45)).astype(np.float32)
     b = rng.standard_normal((45, 33)).astype(np.float32)
@@ -58,7 +58,7 @@ def test_shared_memory_tiled_matmul() -> None:
 
 
 def test_hand_mapped_host_nest() -> None:
-    exe = build_cuda(parse(HAND_MAPPED_HOST), cuda(_sm()))
+    exe = compile_ir(parse(HAND_MAPPED_HOST), cuda(_sm()))
     rng = np.random.default_rng(6)
     a = rng.standard_normal((64, 64)).astype(np.float32)
     b = rng.standard_normal((64, 64)).astype(np.float32)
@@ -70,7 +70,7 @@ def test_hand_mapped_host_nest() -> None:
 @pytest.mark.parametrize("key,a_layout,b_layout,warps", MMA_CASES)
 def test_tensor_core_matmul_cupy_in_place(key, a_layout, b_layout, warps) -> None:
     import cupy
-    exe = build_cuda(parse(wmma_matmul_kernel(key, a_layout, b_layout, warps)), cuda(_sm()))
+    exe = compile_ir(parse(wmma_matmul_kernel(key, a_layout, b_layout, warps)), cuda(_sm()))
     m, n, k = 64, 128, 96
     a, b, a_in, b_in = _matmul_inputs(key, a_layout, b_layout, m, n, k)
     c = cupy.zeros((m, n), dtype=cupy.float32)
@@ -82,7 +82,7 @@ def test_tensor_core_matmul_cupy_in_place(key, a_layout, b_layout, warps) -> Non
 
 def test_tensor_core_bf16_with_torch_tensors() -> None:
     torch = pytest.importorskip("torch")
-    exe = build_cuda(parse(wmma_matmul_kernel("m16n16k16.bf16.f32")), cuda(_sm()))
+    exe = compile_ir(parse(wmma_matmul_kernel("m16n16k16.bf16.f32")), cuda(_sm()))
     a = torch.randn(64, 32, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(32, 48, device="cuda", dtype=torch.bfloat16)
     c = torch.zeros(64, 48, device="cuda", dtype=torch.float32)
@@ -93,7 +93,7 @@ def test_tensor_core_bf16_with_torch_tensors() -> None:
 
 
 def test_mapped_fragment_nest_on_gpu() -> None:
-    exe = build_cuda(parse(host_fragment_matmul()), cuda(_sm()))
+    exe = compile_ir(parse(host_fragment_matmul()), cuda(_sm()))
     rng = np.random.default_rng(4)
     a = rng.standard_normal((48, 64)).astype(np.float16)
     b = rng.standard_normal((64, 32)).astype(np.float16)
@@ -105,7 +105,7 @@ def test_mapped_fragment_nest_on_gpu() -> None:
 
 def test_torch_cuda_tensors_are_updated_in_place() -> None:
     torch = pytest.importorskip("torch")
-    exe = build_cuda(parse(ELEMENTWISE), cuda(_sm()))
+    exe = compile_ir(parse(ELEMENTWISE), cuda(_sm()))
     x = torch.randn(40, 50, device="cuda")
     b = torch.randn(50, device="cuda")
     y = torch.zeros(40, 50, device="cuda")
@@ -129,7 +129,7 @@ def test_pykernel_target_cuda_runs() -> None:
 @settings(max_examples=examples(10))
 @given(programs(max_depth=3, max_statements=4))
 def test_random_programs_match_the_interpreter(module) -> None:
-    exe = build_cuda(module, cuda(_sm()))
+    exe = compile_ir(module, cuda(_sm()))
     sizes = symbol_values(module.entry, None)
     expected = random_arguments(module.entry, np.random.default_rng(0), sizes)
     got = [x.copy() if isinstance(x, np.ndarray) else x for x in expected]

@@ -12,12 +12,11 @@ import pytest
 from hypothesis import given, settings
 
 import polyir
-from polyir.driver import build
+from polyir.driver import build, compile_ir
 from polyir.errors import CompileError, DeviceError
 from polyir.ir.interpreter import interpret
 from polyir.ir.parser import parse
 from polyir.ir.types import round_to_bf16
-from polyir.ptx.build import build_cuda
 from polyir.target import cuda
 from polyir.testing import programs
 from tests.conftest import HAS_GPU, examples
@@ -54,7 +53,7 @@ def _matmul_inputs(key: str, a_layout: str, b_layout: str, m: int, n: int, k: in
 @pytest.mark.parametrize("key,a_layout,b_layout,warps", MMA_CASES)
 def test_wmma_kernel_ptx_and_interpreter(key, a_layout, b_layout, warps) -> None:
     module = parse(wmma_matmul_kernel(key, a_layout, b_layout, warps))
-    exe = build_cuda(module, cuda(80))
+    exe = compile_ir(module, cuda(80))
     ptx = exe.ptx
     shape = key.split(".")[0]
     kind = {"f16": "f16", "bf16": "bf16", "tf32": "tf32"}[key.split(".")[1]]
@@ -73,7 +72,7 @@ def test_wmma_kernel_ptx_and_interpreter(key, a_layout, b_layout, warps) -> None
 
 
 def test_mapped_fragment_nest_ptx() -> None:
-    exe = build_cuda(parse(host_fragment_matmul("m16n16k16.bf16.f32")), cuda(90))
+    exe = compile_ir(parse(host_fragment_matmul("m16n16k16.bf16.f32")), cuda(90))
     assert "wmma.load.c.sync.aligned.row.m16n16k16.global.f32" in exe.ptx
     assert "wmma.mma.sync.aligned.row.row.m16n16k16.f32.bf16.bf16.f32" in exe.ptx
     assert ".target sm_90" in exe.ptx
@@ -85,12 +84,12 @@ def test_fragment_layout_must_be_consistent() -> None:
         "F0: fc = fragment_fill(0.0)",
         "F0: fc = fragment_fill(0.0)\n          F9: fa = fragment_load<a, m16n16k16.f16.f32, col>(A[0, 0])")
     with pytest.raises(CompileError, match="one layout"):
-        build_cuda(parse(text), cuda(80))
+        compile_ir(parse(text), cuda(80))
 
 
 # -------------------------------------------------------------- golden PTX
 def test_elementwise_ptx_golden() -> None:
-    exe = build_cuda(parse(ELEMENTWISE), cuda(80))
+    exe = compile_ir(parse(ELEMENTWISE), cuda(80))
     ptx = exe.ptx
     assert ".visible .entry chain_k0(" in ptx
     for register in ("%tid.x", "%tid.y", "%ctaid.x", "%ctaid.y"):
@@ -103,7 +102,7 @@ def test_elementwise_ptx_golden() -> None:
 
 
 def test_shared_memory_ptx_golden() -> None:
-    exe = build_cuda(parse(SHARED_TILED_MATMUL), cuda(80))
+    exe = compile_ir(parse(SHARED_TILED_MATMUL), cuda(80))
     ptx = exe.ptx
     assert re.search(r"\.shared \.align 16 \.b8 \S*At\S*\[1024\]", ptx)
     assert re.search(r"\.shared \.align 16 \.b8 \S*Bt\S*\[1024\]", ptx)
@@ -113,7 +112,7 @@ def test_shared_memory_ptx_golden() -> None:
 
 
 def test_hand_mapped_nest_ptx_golden() -> None:
-    ptx = build_cuda(parse(HAND_MAPPED_HOST), cuda(80)).ptx
+    ptx = compile_ir(parse(HAND_MAPPED_HOST), cuda(80)).ptx
     assert ptx.count("bar.sync") == 2 and ".shared" in ptx
     assert "%tid.y" in ptx and "%ctaid.y" in ptx
     assemble(ptx)
@@ -137,7 +136,7 @@ func f(A: f32[N, 128], B: f32[N, 128]) {
   }
 }
 """)
-    exe = build_cuda(module, cuda(90))
+    exe = compile_ir(module, cuda(90))
     (launch,) = [n for n in exe.ir.entry.body]
     assert launch.shared_bytes == 128 * 128 * 4
     assert ".extern .shared .align 16 .b8 __polyir_dynamic_shared[]" in exe.ptx
@@ -165,7 +164,7 @@ func f(Y: {dtype}[N], X: {dtype}[N]) {{
   }}
 }}
 """)
-    exe = build_cuda(module, cuda(80))
+    exe = compile_ir(module, cuda(80))
     assert "call" not in exe.ptx and ".extern .func" not in exe.ptx
     if dtype == "bf16":
         assert "ld.global.nc.b16" in exe.ptx or "ld.global.b16" in exe.ptx
@@ -176,14 +175,16 @@ func f(Y: {dtype}[N], X: {dtype}[N]) {{
 @settings(max_examples=examples(10))
 @given(programs(max_depth=3, max_statements=4, dtypes=("f32", "f64", "f16")))
 def test_random_programs_assemble(module) -> None:
-    exe = build_cuda(module, cuda(80))
+    exe = compile_ir(module, cuda(80))
     assert exe.ptx.count(".entry") == len([f for f in exe.ir.functions if f.kind == "kernel"])
     assemble(exe.ptx)
 
 
 # -------------------------------------------------------------- entry points
 def test_driver_builds_cuda_without_a_gpu() -> None:
-    exe = build(parse(ELEMENTWISE), "cuda:sm_80")
+    with pytest.raises(CompileError, match="not mapped"):
+        build(parse(ELEMENTWISE), "cuda:sm_80")  # the backend lowers mapped IR only
+    exe = compile_ir(parse(ELEMENTWISE), "cuda:sm_80")
     assert exe.ptx.startswith("//") and exe.llvm_ir and exe.ir.functions[1].kind == "kernel"
     assemble(exe.ptx)
     if not HAS_GPU:
@@ -207,7 +208,7 @@ def test_pykernel_compile_for_cuda_returns_ptx() -> None:
 
 def test_unsupported_targets_and_shapes_are_refused() -> None:
     with pytest.raises(CompileError, match="sm_70"):
-        build_cuda(parse(ELEMENTWISE), cuda(70))
+        compile_ir(parse(ELEMENTWISE), cuda(70))
     module = parse("""
 func f(A: f32[N]) {
   local T: f32[N] @shared
@@ -217,7 +218,7 @@ func f(A: f32[N]) {
 }
 """)
     with pytest.raises(Exception, match="symbolic shape"):
-        build_cuda(module, cuda(80))
+        compile_ir(module, cuda(80))
 
 
 def _corpus():

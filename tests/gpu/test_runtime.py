@@ -9,10 +9,10 @@ import sys
 import numpy as np
 import pytest
 
+from polyir.driver import compile_ir
 from polyir.errors import ArgumentError, DeviceError
 from polyir.ir.parser import parse
 from polyir.ir.types import round_to_bf16
-from polyir.ptx.build import build_cuda
 from polyir.target import cuda
 from tests.gpu import fakecupy
 from tests.gpu.kernels import ELEMENTWISE, SHARED_TILED_MATMUL, wmma_matmul_kernel
@@ -25,7 +25,7 @@ def fake_cupy(monkeypatch: pytest.MonkeyPatch):
     fakecupy.RawModule.launches = []
 
     def build(text: str):
-        exe = build_cuda(parse(text), cuda(80))
+        exe = compile_ir(parse(text), cuda(80))
         if PTXAS:  # these tests check the runtime, not ptxas: run them without it too
             assemble(exe.ptx, ("sm_80",))
         fakecupy.RawModule.current_ir = exe.ir
@@ -36,7 +36,7 @@ def fake_cupy(monkeypatch: pytest.MonkeyPatch):
 
 def test_missing_cupy_is_a_device_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy -> ImportError
-    exe = build_cuda(parse(ELEMENTWISE), cuda(80))
+    exe = compile_ir(parse(ELEMENTWISE), cuda(80))
     x = np.ones((2, 3), np.float32)
     with pytest.raises(DeviceError, match="needs CuPy"):
         exe(x.copy(), x, np.ones(3, np.float32))

@@ -226,8 +226,10 @@ def test_errors_in_a_pass_become_pass_error(kind: str, cause: type) -> None:
     assert "passes run before it: simplify-bounds, canonicalize-names" in str(error)
 
 
-def test_verify_each_blames_the_pass_that_broke_the_ir() -> None:
-    transform(PROGRAM, "test-fail{kind=invalid}")  # not checked without verify_each
+def test_invalid_pass_output_is_always_a_pass_error() -> None:
+    with pytest.raises(PassError) as info:
+        transform(PROGRAM, "test-fail{kind=invalid}")  # the output is verified even without verify_each
+    assert isinstance(info.value.cause, VerifyError)
     with pytest.raises(PassError) as info:
         transform(PROGRAM, "canonicalize-names,test-fail{kind=invalid}", verify_each=True)
     assert info.value.pass_name == "test-fail{kind=invalid}" and isinstance(info.value.cause, VerifyError)
@@ -237,8 +239,10 @@ def test_verify_each_blames_the_pass_that_broke_the_ir() -> None:
         transform(bad_input, "canonicalize-names", verify_each=True)
 
 
-def test_missing_pass_modules_are_skipped_but_broken_ones_raise(tmp_path, monkeypatch) -> None:
-    load_pass_modules(["polyir.no_such_package.passes", "polyir.transforms.no_such_pass"])
+def test_missing_and_broken_pass_modules_raise(tmp_path, monkeypatch) -> None:
+    for missing in ("polyir.no_such_package.passes", "polyir.transforms.no_such_pass"):
+        with pytest.raises(ModuleNotFoundError, match="no_such"):
+            load_pass_modules([missing])
     (tmp_path / "polyir_broken_passes.py").write_text("import polyir_dependency_that_is_missing\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(ModuleNotFoundError, match="polyir_dependency_that_is_missing"):
