@@ -56,15 +56,15 @@ func matmul(C: f32[N, M], A: f16[N, K], B: f16[K, M]) {
             S0: At[i - ii, k - kk] = A[i, k]
           }
         }
-        for k = kk to min(K, kk + 32) parallel {
+        for k_1 = kk to min(K, kk + 32) parallel {
           for j = jj to min(M, jj + 32) parallel {
-            S1: Bt[k - kk, j - jj] = B[k, j]
+            S1: Bt[k_1 - kk, j - jj] = B[k_1, j]
           }
         }
-        for i = ii to min(N, ii + 32) parallel {
-          for j = jj to min(M, jj + 32) parallel {
-            for k = kk to min(K, kk + 32) {
-              S2: C[i, j] = C[i, j] + cast<f32>(At[i - ii, k - kk]) * cast<f32>(Bt[k - kk, j - jj])
+        for i_1 = ii to min(N, ii + 32) parallel {
+          for j_1 = jj to min(M, jj + 32) parallel {
+            for k_2 = kk to min(K, kk + 32) {
+              S2: C[i_1, j_1] = C[i_1, j_1] + cast<f32>(At[i_1 - ii, k_2 - kk]) * cast<f32>(Bt[k_2 - kk, j_1 - jj])
             }
           }
         }

@@ -36,6 +36,7 @@ from polyir.frontends.pyexpr import (
 )
 from polyir.frontends.pytypes import BOOL, WEAK_INT, Val, VType, aff_val, convert, promote
 from polyir.ir.affine import Aff
+from polyir.ir.names import unique_loop_vars
 from polyir.ir.nodes import (
     Assign,
     BinOp,
@@ -92,7 +93,7 @@ def lower_kernel(src: KernelSource, specs: tuple[ArgSpec, ...]) -> Module:
         lowering = FunctionLowering(src, specs, temp_types, forced)
         function = lowering.run()
         if lowering.temp_types == temp_types and lowering.forced == forced:
-            return Module((function,))
+            return Module((unique_loop_vars(function),))  # sibling `for j` loops become j, j_1
         temp_types, forced = dict(lowering.temp_types), set(lowering.forced)
     raise src.error(src.tree, "the types of local variables do not settle")
 

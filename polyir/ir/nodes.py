@@ -23,6 +23,7 @@ gather such as ``E[idx[i], j]``) only when it is not expressible as an
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -131,6 +132,12 @@ class For:
     ``step`` is a positive constant. ``mapping`` is a GPU dimension such as
     ``"block.x"`` or ``"thread.y"`` (see ``GPU_MAPPINGS``); a mapped loop is
     parallel by definition. ``unroll``/``vectorize`` are factors, 0 for none.
+
+    ``locals`` are *loop-scoped* buffers: each iteration of the loop has its
+    own, fresh copy (its contents undefined at the start of the iteration), so
+    a buffer declared inside a parallel loop is private to each iteration by
+    construction. Their shapes may use symbols only (not loop variables). The
+    polyhedral layer models them as expanded along the enclosing loops.
     """
 
     var: str
@@ -142,6 +149,7 @@ class For:
     mapping: str | None = None
     unroll: int = 0
     vectorize: int = 0
+    locals: tuple[Buffer, ...] = ()
     loc: SourceLoc | None = _loc()
 
 
@@ -288,10 +296,27 @@ class Function:
 
     @property
     def buffers(self) -> dict[str, Buffer]:
-        """Every buffer visible in the body (parameters and locals) by name."""
+        """Every buffer of the function by name: parameters, function locals and
+        loop-scoped locals (``For.locals``; buffer names are unique in a function)."""
         found = {p.name: p for p in self.params if isinstance(p, Buffer)}
         found.update({b.name: b for b in self.locals})
+        found.update({b.name: b for b in self.loop_locals})
         return found
+
+    @functools.cached_property
+    def loop_locals(self) -> tuple[Buffer, ...]:
+        """The loop-scoped locals of every loop of the body, in pre-order."""
+        found: list[Buffer] = []
+        stack: list[Node] = list(reversed(self.body))
+        while stack:
+            node = stack.pop()
+            if isinstance(node, For):
+                found.extend(node.locals)
+                stack.extend(reversed(node.body))
+            elif isinstance(node, If):
+                stack.extend(reversed(node.else_body))
+                stack.extend(reversed(node.then_body))
+        return tuple(found)
 
     @property
     def symbols(self) -> tuple[str, ...]:

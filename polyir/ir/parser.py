@@ -202,6 +202,13 @@ class _Parser(TokenCursor):
         self.expect_op("(", "after the function name")
         params = self.comma_list(self.param, ")", "after a parameter")
         self.expect_op("{", "to open the function body")
+        local_buffers = self.local_declarations()
+        body = self.block_body(keyword)
+        kind = "kernel" if keyword.text == "kernel" else "host"
+        return Function(name, tuple(params), body, tuple(local_buffers), kind, self.loc(keyword))
+
+    def local_declarations(self) -> list[Buffer]:
+        """``local name: dtype[dims] [@space]`` lines at the start of a body."""
         local_buffers = []
         while self.at_word("local") and not self.at_op(":", 1):
             self.advance()
@@ -210,9 +217,7 @@ class _Parser(TokenCursor):
             if self.at_word("index"):
                 raise self.error("a local must be a buffer (dtype[dims]), not 'index'")
             local_buffers.append(self.buffer_type(name_token))
-        body = self.block_body(keyword)
-        kind = "kernel" if keyword.text == "kernel" else "host"
-        return Function(name, tuple(params), body, tuple(local_buffers), kind, self.loc(keyword))
+        return local_buffers
 
     def param(self) -> Buffer | Symbol:
         name_token = self.expect_ident("a parameter name")
@@ -265,7 +270,7 @@ class _Parser(TokenCursor):
             if token.text == "launch":
                 return self.launch()
             if token.text == "local":
-                raise self.error("local declarations must come first in a function body")
+                raise self.error("local declarations must come first in a function or loop body")
         raise self.expected("a statement ('NAME:', 'for', 'if', 'barrier', 'launch') or '}'")
 
     def for_loop(self) -> For:
@@ -298,6 +303,7 @@ class _Parser(TokenCursor):
                 self.expect_op("=", f"after '{token.text}'")
                 factors[token.text] = self.expect_int(f"an integer factor after '{token.text}='")
         self.advance()
+        local_buffers = self.local_declarations()
         body = self.block_body(keyword)
         return For(var, lower, upper, body,
                    step=factors.get("step", 1),
@@ -305,6 +311,7 @@ class _Parser(TokenCursor):
                    mapping=mapping,
                    unroll=factors.get("unroll", 0),
                    vectorize=factors.get("vectorize", 0),
+                   locals=tuple(local_buffers),
                    loc=self.loc(keyword))
 
     def expect_name_any(self, what: str) -> Token:

@@ -145,6 +145,7 @@ def _print_for(node: For, indent: int) -> str:
     if node.mapping is not None:
         header.append(f"gpu={node.mapping}")
     lines = [" ".join(header) + " {"]
+    lines.extend(f"{pad}{INDENT}local {_print_buffer_type(b)}" for b in node.locals)
     lines.extend(print_node(n, indent + 1) for n in node.body)
     lines.append(f"{pad}}}")
     return "\n".join(lines)

@@ -244,6 +244,8 @@ class _FunctionChecker:
     kernels: Mapping[str, Function]
     statement_names: set[str] = field(default_factory=set)
     thread_loops: set[str] = field(default_factory=set)
+    loop_vars: dict[str, For] = field(default_factory=dict)
+    declared: set[str] = field(default_factory=set)   # every buffer name declared so far
 
     def run(self) -> None:
         function = self.function
@@ -277,6 +279,7 @@ class _FunctionChecker:
                 raise VerifyError(f"duplicate buffer name '{local.name}'", where)
             self.buffers[local.name] = local
             self.buffer_type(local, f"local '{local.name}'")
+        self.declared = set(self.buffers)
         self.block(function.body, ())
 
     def buffer_type(self, buffer: Buffer, what: str) -> None:
@@ -367,6 +370,13 @@ class _FunctionChecker:
             raise VerifyError(f"loop variable '{node.var}' shadows a size symbol", where)
         if node.var in self.buffers:
             raise VerifyError(f"loop variable '{node.var}' has the name of a buffer", where)
+        other = self.loop_vars.get(node.var)
+        if other is not None:
+            at = f" (at {other.loc})" if other.loc is not None else ""
+            raise VerifyError(f"loop variable '{node.var}' is already used by another loop{at}; loop "
+                              f"variables must be unique in a function (rename one, or use "
+                              f"polyir.ir.names.unique_loop_vars)", where)
+        self.loop_vars[node.var] = node
         if not node.lower or not node.upper:
             raise VerifyError(f"loop '{node.var}' has an empty {'lower' if not node.lower else 'upper'} bound",
                               where)
@@ -386,7 +396,27 @@ class _FunctionChecker:
                               f"{', '.join(GPU_MAPPINGS)}", where)
         if node.mapping is not None and node.mapping.startswith("thread."):
             self.thread_loops.add(node.var)
-        self.block(node.body, scope + (node.var,))
+        for local in node.locals:
+            self.loop_local(node, local)
+        try:
+            self.block(node.body, scope + (node.var,))
+        finally:
+            for local in node.locals:
+                self.buffers.pop(local.name, None)
+
+    def loop_local(self, loop: For, local: Buffer) -> None:
+        """A loop-scoped local: a new buffer name whose shape uses symbols only;
+        visible in the loop's body (and nowhere else)."""
+        where = _where(self.function, f"local '{getattr(local, 'name', local)}' of loop '{loop.var}'",
+                       local)
+        if not isinstance(local, Buffer):
+            raise VerifyError(f"loop local is not a Buffer: {local!r}", where)
+        _check_identifier(local.name, "local buffer name", where)
+        if local.name in self.declared or local.name in self.symbols or local.name in self.loop_vars:
+            raise VerifyError(f"duplicate buffer name '{local.name}'", where)
+        self.buffer_type(local, f"local '{local.name}' of loop '{loop.var}'")
+        self.declared.add(local.name)
+        self.buffers[local.name] = local
 
     # -- GPU nodes -----------------------------------------------------------------
     def fragment(self, name: str, role: str, key: str) -> Buffer:

@@ -14,7 +14,9 @@ schedule tree or schedule map over the scop's statements and translates it:
 A generated loop that iterates exactly one original loop (every statement
 under it uses the iterator as that loop's variable) reuses the loop's name
 and keeps its ``unroll`` and ``vectorize`` hints and its ``parallel`` mark
-(``polyir.polyhedral.schedule`` re-checks the mark on the new code). Loop
+(``polyir.polyhedral.schedule`` re-checks the mark on the new code); one that
+iterates several original loops (fused by the schedule) is named after the
+first of them. Loop
 variables stay unique in the function: a name already taken gets a suffix
 (``i_1``), and other loops get fresh names from isl's (``c0``, ``c1``, ...).
 A statement that the AST runs in two places (a loop split by a piecewise
@@ -250,12 +252,11 @@ class _Translator:
 
         node.for_get_body().foreach_descendant_top_down(visit)
         original: For | None = None
-        names = {self.scop.loops[c].var for c in candidates}
         if ok and len(candidates) == 1:
             original = self.scop.loops[candidates.pop()].node
             name = self.unique(original.var, self.loop_names | set(env.values()))
-        elif ok and len(names) == 1:  # sibling loops of the same name, fused
-            name = self.unique(names.pop(), self.loop_names | set(env.values()))
+        elif ok and candidates:  # several original loops fused: named after the first
+            name = self.unique(self.scop.loops[min(candidates)].var, self.loop_names | set(env.values()))
         else:
             name = self.unique(iterator, self.loop_names | self.original_loops | set(env.values()))
         self.loop_names.add(name)

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from hypothesis import strategies as st
 
 from polyir.ir.affine import Aff, Constraint
+from polyir.ir.names import unique_loop_vars
 from polyir.ir.nodes import (
     Assign,
     BinOp,
@@ -136,7 +137,7 @@ class _ProgramBuilder(AccessDrawer):
             body = self.block(_Scope(), depth=0, top_level=True)
         if self.mark:
             body = _marks.mark_parallel(body, lambda: not self.chance(15))
-        return Module((self._function(body),))
+        return Module((unique_loop_vars(self._function(body)),))
 
     def _dtype(self, role: str = "output") -> DType:
         if self.allow_bools and self.chance(8 if role == "output" else 12):

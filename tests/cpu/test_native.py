@@ -255,8 +255,8 @@ func f(y: f32[N], x: f32[N]) {
     S1: sym[i, 1] = t[] + small[i % 8]
     S2: big[i] = big[i + 1] + 1.0:f64
   }
-  for i = 0 to N {
-    S3: y[i] = sym[i, 1] + sym[i, 0] + cast<f32>(big[i])
+  for i2 = 0 to N {
+    S3: y[i2] = sym[i2, 1] + sym[i2, 0] + cast<f32>(big[i2])
   }
 }""")
     x = RNG.standard_normal(37).astype(np.float32)

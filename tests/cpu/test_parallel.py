@@ -41,9 +41,9 @@ func f(C: f32[N, M], A: f32[N, M], s: f32[]) {
       S2: big[i, j] = t[]
     }
   }
-  for i = 0 to N {
-    for j = 0 to M {
-      S3: C[i, j] = big[i, j] + C[i, j]
+  for i2 = 0 to N {
+    for j2 = 0 to M {
+      S3: C[i2, j2] = big[i2, j2] + C[i2, j2]
     }
   }
 }""",

@@ -92,8 +92,8 @@ func f(A: f32[N], B: f32[N]) {
     for i = 1 to N - 1 parallel {
       S0: B[i] = (A[i - 1] + A[i] + A[i + 1]) * 0.33
     }
-    for i = 1 to N - 1 parallel {
-      S1: A[i] = B[i]
+    for i_1 = 1 to N - 1 parallel {
+      S1: A[i_1] = B[i_1]
     }
   }
 }
@@ -174,8 +174,8 @@ func f(Y: f32[N, 4], X: f32[N, 4]) {
       S0: tmp[k] = X[i, k] * 2.0
     }
     S1: s[] = 0.0
-    for k = 0 to 4 {
-      S2: s[] = s[] + tmp[k]
+    for k_1 = 0 to 4 {
+      S2: s[] = s[] + tmp[k_1]
     }
     S3: Y[i, 0] = s[]
   }

@@ -128,9 +128,9 @@ func f(A: f32[N, 128], B: f32[N, 128]) {
         S0: T[i, j] = A[b + i, j]
       }
     }
-    for i = 0 to 128 parallel {
-      for j = 0 to 128 {
-        S1: B[b + i, j] = T[127 - i, j]
+    for i2 = 0 to 128 parallel {
+      for j2 = 0 to 128 {
+        S1: B[b + i2, j2] = T[127 - i2, j2]
       }
     }
   }

@@ -95,8 +95,8 @@ func f(A: f32[N], n: index) {
   for i = 5 to n parallel {
     S0: A[i] = 2.0
   }
-  for i = 0 to N parallel {
-    S1: A[i] = A[i] + 1.0
+  for i_1 = 0 to N parallel {
+    S1: A[i_1] = A[i_1] + 1.0
   }
 }
 """)

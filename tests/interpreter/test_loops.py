@@ -63,9 +63,9 @@ func tri(A: f64[N, N], out: f64[N, N]) {
       S0: out[i, j] = A[i, j] + 1.0:f64
     }
   }
-  for i = 1 to N step 3 {
-    for j = 0 to i {
-      S1: out[j, i] = out[j, i] * 2.0:f64
+  for i_1 = 1 to N step 3 {
+    for j_1 = 0 to i_1 {
+      S1: out[j_1, i_1] = out[j_1, i_1] * 2.0:f64
     }
   }
 }

@@ -64,10 +64,10 @@ func f(A: f32[N, N]) {
 def test_simplify_bounds_removes_empty_loops_and_folds_constant_ifs() -> None:
     source = """\
 func f(A: f32[N], B: f32[N]) {
-  for i = 3 to 3 {
-    S0: A[i] = 1.0
+  for a = 3 to 3 {
+    S0: A[a] = 1.0
   }
-  for i = N to min(N, 7) {
+  for b = N to min(N, 7) {
     S1: A[0] = 2.0
   }
   for i = 0 to N {
@@ -143,8 +143,8 @@ func f(A: f32[N], B: f32[N]) {
     S3: W[i] = u[] + T[i]
     S4: B[i] = t[] - 1.0
   }
-  for i = 0 to N {
-    S5: W[i] = W[i] * 0.5
+  for i_1 = 0 to N {
+    S5: W[i_1] = W[i_1] * 0.5
   }
 }
 """
@@ -166,9 +166,9 @@ func f(A: f32[N], s: f32[]) {
   for i = 0 to N {
     S0: T[i] = A[i]
   }
-  for i = 0 to N {
-    if (i >= 1) {
-      S1: T[i] = T[i] + T[i - 1]
+  for i_1 = 0 to N {
+    if (i_1 >= 1) {
+      S1: T[i_1] = T[i_1] + T[i_1 - 1]
     } else {
       S2: s[] = T[0]
     }

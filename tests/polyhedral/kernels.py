@@ -24,11 +24,11 @@ func two_mm(D: f64[N, N], A: f64[N, N], B: f64[N, N], C: f64[N, N], local_t: f64
       }
     }
   }
-  for i = 0 to N {
-    for j = 0 to N {
-      S2: D[i, j] = 0.0:f64
-      for k = 0 to N {
-        S3: D[i, j] = D[i, j] + local_t[i, k] * C[k, j]
+  for i_1 = 0 to N {
+    for j_1 = 0 to N {
+      S2: D[i_1, j_1] = 0.0:f64
+      for k_1 = 0 to N {
+        S3: D[i_1, j_1] = D[i_1, j_1] + local_t[i_1, k_1] * C[k_1, j_1]
       }
     }
   }
@@ -41,8 +41,8 @@ func jacobi1d(A: f64[N], B: f64[N], T: index) {
     for i = 1 to N - 1 {
       S0: B[i] = (A[i - 1] + A[i] + A[i + 1]) * 0.25:f64
     }
-    for i = 1 to N - 1 {
-      S1: A[i] = B[i]
+    for i_1 = 1 to N - 1 {
+      S1: A[i_1] = B[i_1]
     }
   }
 }
@@ -90,9 +90,9 @@ func lu(A: f64[N, N]) {
     for i = k + 1 to N {
       S0: A[i, k] = A[i, k] * A[k, k]
     }
-    for i = k + 1 to N {
+    for i_1 = k + 1 to N {
       for j = k + 1 to N {
-        S1: A[i, j] = A[i, j] - A[i, k] * A[k, j]
+        S1: A[i_1, j] = A[i_1, j] - A[i_1, k] * A[k, j]
       }
     }
   }

@@ -106,9 +106,9 @@ func f(A: f32[N, M], B: f32[N, M], C: f32[N]) {
       S2: C[i] = C[i] + t0[]
     }
   }
-  for i = 0 to N {
-    for j = 0 to M {
-      S3: B[i, j] = B[i, j] * A[i, abs(cast<i64>(B[i, 0] * 4.0)) % M]
+  for i_1 = 0 to N {
+    for j_1 = 0 to M {
+      S3: B[i_1, j_1] = B[i_1, j_1] * A[i_1, abs(cast<i64>(B[i_1, 0] * 4.0)) % M]
     }
   }
 }

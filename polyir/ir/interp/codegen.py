@@ -146,6 +146,27 @@ class FunctionCompiler(ExprCompiler):
         finally:
             self.block = saved
 
+    def loop_body(self, node: For) -> Block:
+        """A loop's body, led by the allocation of its loop-scoped locals: each
+        iteration (of each thread, in a GPU nest) gets fresh, zero-filled copies.
+        Their sizes depend on symbols only, so they are computed before the loop."""
+        for buf in node.locals:
+            self.declare(buf)
+        saved, self.block = self.block, Block()
+        saved_private = self.private
+        if self.in_gpu and node.locals:
+            self.private = set(self.private) | {b.name for b in node.locals}
+        try:
+            for buf in node.locals:
+                self.emit(f"{self.buffers[buf.name].py} = _rt.alloc({STORAGE_FORMAT[buf.dtype]!r}, "
+                          f"{self.size_code(buf)})")
+            for child in node.body:
+                self.statement(child)
+            return self.block
+        finally:
+            self.block = saved
+            self.private = saved_private
+
     def index(self, node: object) -> int:
         return self.owner.node_index(self.fn.name, node)
 
@@ -216,7 +237,7 @@ class FunctionCompiler(ExprCompiler):
         self.loop = context
         self.scope.add(node.var)
         try:
-            body = self.body(node.body)
+            body = self.loop_body(node)
         finally:
             self.scope.discard(node.var)
             self.loop = saved_loop
@@ -247,7 +268,7 @@ class FunctionCompiler(ExprCompiler):
         saved_loop, self.loop = self.loop, None
         self.scope.add(node.var)
         try:
-            body = self.body(node.body)
+            body = self.loop_body(node)
         finally:
             self.scope.discard(node.var)
             self.loop = saved_loop
