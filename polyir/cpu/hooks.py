@@ -141,6 +141,7 @@ class CpuHooks(LoweringHooks):
         for name, arg in zip(shared, args, strict=False):
             inner.bind_buffer(lowerer.buffers[name].buffer, arg)
         inner.allocate_locals(private)
+        inner.ensure_locals(loop.locals)  # the parallel loop's own loop-scoped locals, per thread
 
         def iteration(k: ir.Value) -> None:
             scaled = inner.builder.mul(k, ir.Constant(I64, loop.step))

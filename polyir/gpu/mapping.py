@@ -52,14 +52,11 @@ from polyir.gpu.rewrite import (
 from polyir.ir.affine import Aff, Constraint, FloorDiv
 from polyir.ir.nodes import Barrier, Buffer, For, Function, If, Launch, Module, Node, Symbol
 from polyir.ir.types import MemorySpace
+from polyir.target import Target, cuda
 from polyir.ir.walk import buffers_used, substitute, walk_nodes
 
-STATIC_SHARED_LIMIT = 48 * 1024
-"""Bytes of static shared memory a kernel may declare; above it the launch asks
-for dynamic shared memory (``Launch.shared_bytes``)."""
 
 DEFAULT_BLOCKS = {0: (1, 1, 1), 1: (256, 1, 1), 2: (32, 8, 1), 3: (32, 4, 2)}
-WARP = 32
 
 
 @dataclass(frozen=True)
@@ -70,18 +67,23 @@ class MapOptions:
     empty means automatic (256; 32x8; 32x4x2 by the depth of the parallel
     nests; one warp for fragment nests). ``shared``: names of local buffers
     to place in shared memory. ``max_grid_dims``: at most this many band loops
-    become grid dimensions.
+    become grid dimensions. ``target``: the GPU's facts (warp size, threads
+    per block, shared memory per block and its static limit); default sm_90.
     """
 
     block_sizes: tuple[int, ...] = ()
     shared: tuple[str, ...] = ()
     max_grid_dims: int = 3
+    target: Target = field(default_factory=lambda: cuda(90))
 
     def __post_init__(self) -> None:
+        if self.target.kind != "cuda":
+            raise ValueError(f"GPU mapping needs a CUDA target, not {self.target.name}")
         if len(self.block_sizes) > 3 or any(b <= 0 for b in self.block_sizes):
             raise ValueError(f"block_sizes must be 1 to 3 positive ints, not {self.block_sizes}")
-        if prod(self.block_sizes) > 1024:
-            raise ValueError(f"block_sizes {self.block_sizes} exceed 1024 threads per block")
+        if prod(self.block_sizes) > self.target.max_threads_per_block:
+            raise ValueError(f"block_sizes {self.block_sizes} exceed "
+                             f"{self.target.max_threads_per_block} threads per block")
         if not 0 <= self.max_grid_dims <= 3:
             raise ValueError(f"max_grid_dims must be 0..3, not {self.max_grid_dims}")
 
@@ -128,7 +130,7 @@ def map_function(function: Function, options: MapOptions,
             nest = group[0]
             assert isinstance(nest, For)
             kernel, launch, kept_local, nonempty = _outline_premapped(function, nest, name,
-                                                                      own_locals)
+                                                                      own_locals, options.target)
         else:
             kernel, launch, kept_local, nonempty = _outline(function, group, name, own_locals,
                                                             options)
@@ -187,7 +189,8 @@ def _is_premapped(group: tuple[Node, ...]) -> bool:
     return len(group) == 1 and isinstance(group[0], For) and group[0].mapping is not None
 
 
-def _outline_premapped(function: Function, nest: For, name: str, own_locals: list[Buffer]
+def _outline_premapped(function: Function, nest: For, name: str, own_locals: list[Buffer],
+                       target: Target
                        ) -> tuple[Function, Launch, set[str], list[Constraint]]:
     """Outline a host nest mapped by hand: perfectly nested ``block`` loops, then
     ``thread`` loops with constant extents, then any body. The launch's grid
@@ -231,15 +234,16 @@ def _outline_premapped(function: Function, nest: For, name: str, own_locals: lis
     if phase != "thread":
         raise CompileError(f"{where}: a mapped nest needs thread loops perfectly nested inside "
                            f"its block loops")
-    if prod(block) > 1024:
-        raise CompileError(f"{where}: {prod(block)} threads per block, at most 1024")
+    if prod(block) > target.max_threads_per_block:
+        raise CompileError(f"{where}: {prod(block)} threads per block, at most "
+                           f"{target.max_threads_per_block} on {target.name}")
     body = (nest,)
     params = _kernel_params(function, body, own_locals)
     kernel = Function(name, tuple(params), body, tuple(own_locals), kind="kernel")
     shared_total = sum(_buffer_bytes(b) for b in own_locals if b.space is MemorySpace.SHARED)
     launch = Launch(name, (grid[0], grid[1], grid[2]), (block[0], block[1], block[2]),
                     tuple(p.name for p in params),
-                    shared_total if shared_total > STATIC_SHARED_LIMIT else 0)
+                    _dynamic_shared(shared_total, target, where))
     return kernel, launch, set(), nonempty
 
 
@@ -299,14 +303,16 @@ def _plan(function: Function, group: tuple[Node, ...], own_locals: list[Buffer],
     if options.block_sizes:
         sizes = tuple(options.block_sizes) + (1,) * (3 - len(options.block_sizes))
     elif cooperative:
-        sizes = (WARP, 1, 1) if has_fragments else DEFAULT_BLOCKS[max(1, _parallel_depth(inner))]
+        sizes = (options.target.warp_size, 1, 1) if has_fragments \
+            else DEFAULT_BLOCKS[max(1, _parallel_depth(inner))]
     else:
         sizes = DEFAULT_BLOCKS[len(band)]
     if not cooperative:  # one band iteration per thread: unused dimensions must be 1
         sizes = tuple(size if dim < len(band) else 1 for dim, size in enumerate(sizes))
-    if has_fragments and sizes[0] % WARP:
+    warp = options.target.warp_size
+    if has_fragments and sizes[0] % warp:
         raise CompileError(f"function '{function.name}': a nest with fragment operations needs "
-                           f"block x size a multiple of {WARP}, not {sizes[0]}")
+                           f"block x size a multiple of {warp}, not {sizes[0]}")
     block = (sizes[0], sizes[1], sizes[2])
     return _Plan(band, inner, cooperative, block, has_fragments, shared_names)
 
@@ -366,8 +372,17 @@ def _outline(function: Function, group: tuple[Node, ...], name: str, own_locals:
     shared_total = sum(_buffer_bytes(b) for b in kernel_locals if b.space is MemorySpace.SHARED)
     kernel = Function(name, tuple(params), body, tuple(kernel_locals), kind="kernel")
     launch = Launch(name, (grid[0], grid[1], grid[2]), plan.block, tuple(p.name for p in params),
-                    shared_total if shared_total > STATIC_SHARED_LIMIT else 0)
+                    _dynamic_shared(shared_total, options.target, f"function '{function.name}'"))
     return kernel, launch, kept_local, nonempty
+
+
+def _dynamic_shared(total: int, target: Target, where: str) -> int:
+    """The launch's dynamic shared bytes (0 when the static limit suffices);
+    ``CompileError`` when the kernel needs more than a block may have."""
+    if total > target.shared_memory_bytes:
+        raise CompileError(f"{where}: the kernel needs {total} bytes of shared memory, more than "
+                           f"the {target.shared_memory_bytes} a block may use on {target.name}")
+    return total if total > target.static_shared_bytes else 0
 
 
 def _nonnegative(extent: Aff) -> bool:
@@ -464,4 +479,4 @@ def _buffer_bytes(buffer: Buffer) -> int:
     return count * bits // 8
 
 
-__all__ = ["MapOptions", "map_module", "map_function", "is_launch_code", "STATIC_SHARED_LIMIT"]
+__all__ = ["MapOptions", "map_module", "map_function", "is_launch_code"]

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from polyir.context import PassContext
 from polyir.gpu.mapping import MapOptions, map_module
 from polyir.ir.nodes import Module
 from polyir.passes import register_pass
+from polyir.target import cuda
 
 
 @register_pass("gpu-map")
@@ -27,5 +29,10 @@ class GpuMap:
     shared: tuple[str, ...] = ()
     max_grid_dims: int = 3
 
-    def run(self, module: Module) -> Module:
-        return map_module(module, MapOptions(self.block_sizes, self.shared, self.max_grid_dims))
+    def __post_init__(self) -> None:
+        MapOptions(self.block_sizes, self.shared, self.max_grid_dims)  # validates the options
+
+    def run(self, module: Module, ctx: PassContext) -> Module:
+        """Map for ``ctx.target`` (sm_90 when the pipeline does not compile for a GPU)."""
+        target = ctx.target if ctx.target.kind == "cuda" else cuda(90)
+        return map_module(module, MapOptions(self.block_sizes, self.shared, self.max_grid_dims, target))

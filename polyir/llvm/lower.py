@@ -203,6 +203,22 @@ class FunctionLowerer(ExprLowering):
             self.bind_buffer(buffer, pointer)
         self._check_allocations()
 
+    def ensure_locals(self, buffers: Sequence[Buffer]) -> None:
+        """Bind loop-scoped locals not bound yet in this LLVM function: their
+        memory is allocated once, in the entry block, and reused by every
+        iteration (each iteration's contents are undefined, so reuse is exact);
+        an outlined parallel loop body allocates its own, per thread."""
+        missing = [b for b in buffers if b.name not in self.buffers]
+        if not missing:
+            return
+        with self.builder.goto_block(self._entry):
+            for buffer in missing:
+                pointer = self.hooks.allocate_local(self, buffer)
+                if pointer is None:
+                    pointer = self._default_local(buffer)
+                self.bind_buffer(buffer, pointer)
+        self._check_allocations()
+
     def _default_local(self, buffer: Buffer) -> ir.Value:
         storage = self.hooks.storage_type(buffer.dtype)
         elem_bytes = _byte_size(storage)
@@ -407,6 +423,7 @@ class FunctionLowerer(ExprLowering):
         return lo, hi
 
     def lower_serial_loop(self, loop: For) -> None:
+        self.ensure_locals(loop.locals)
         lo, hi = self.loop_bounds(loop)
 
         def body(value: ir.Value) -> None:

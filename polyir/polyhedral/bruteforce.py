@@ -58,6 +58,7 @@ def trace(function: Function, params: Mapping[str, int]) -> list[Event]:
     """Statement instances of ``function`` in execution order for ``params``."""
     shapes = {name: tuple(d.evaluate(params) for d in buf.shape)
               for name, buf in function.buffers.items()}
+    scoped = scoped_buffers(function)
     events: list[Event] = []
 
     def elements(buffer: str, indices: tuple[object, ...] | None, env: dict[str, int],
@@ -76,7 +77,8 @@ def trace(function: Function, params: Mapping[str, int]) -> list[Event]:
             if region is not None and k >= len(shape) - 2:
                 size = region[k - (len(shape) - 2)]
             ranges.append(range(start, start + size))
-        return list(itertools.product(*ranges)), exact
+        copy = tuple(env[v] for v in scoped.get(buffer, ()))  # a loop-scoped local's instance
+        return [copy + e for e in itertools.product(*ranges)], exact
 
     def accesses(node: Node, env: dict[str, int]):
         reads: list[tuple[str, tuple[int, ...], bool]] = []
@@ -133,6 +135,26 @@ def trace(function: Function, params: Mapping[str, int]) -> list[Event]:
 
     run(function.body, dict(params), ())
     return events
+
+
+def scoped_buffers(function: Function) -> dict[str, tuple[str, ...]]:
+    """Loop-scoped local -> the variables of its loop and the loops around it
+    (outermost first): each value of them has its own copy of the buffer."""
+    found: dict[str, tuple[str, ...]] = {}
+
+    def visit(nodes: tuple[Node, ...], loops: tuple[str, ...]) -> None:
+        for node in nodes:
+            if isinstance(node, For):
+                inner = loops + (node.var,)
+                for local in node.locals:
+                    found[local.name] = inner
+                visit(node.body, inner)
+            elif isinstance(node, If):
+                visit(node.then_body, loops)
+                visit(node.else_body, loops)
+
+    visit(function.body, ())
+    return found
 
 
 def brute_force_dependences(function: Function, params: Mapping[str, int]) -> dict[str, set[Pair]]:

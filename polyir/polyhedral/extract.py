@@ -12,6 +12,11 @@ function:
 * read and write access relations ``S[i, j] -> C[i, j]``; a non-affine
   subscript (a gather) makes that buffer dimension a *may* access over the
   whole extent of the dimension;
+* a loop-scoped local (``For.locals``) is *expanded* along its loop and the
+  loops around it: an access ``t[f]`` under ``for i { local t; for j ... }``
+  is the access ``t[i, f]``, so iterations of ``i`` never depend on each other
+  through ``t`` (each has its own copy), and a buffer shrunk into a loop
+  carries no false dependence on that loop;
 * the original schedule as an isl schedule tree (bands for loops, sequences
   for the textual order) and as a union map.
 
@@ -392,6 +397,7 @@ class _Extractor:
         self.statements: dict[str, StatementInfo] = {}
         self.loops: dict[int, LoopInfo] = {}
         self.loop_counter = 0
+        self.scoped: dict[str, tuple[str, ...]] = {}  # loop-scoped local -> its loops' variables
         self.context = self._context()
 
     def _context(self) -> isl.Set:
@@ -450,6 +456,8 @@ class _Extractor:
         names = dict(frame.names)
         outer_names = frame.names
         names[loop.var] = dim
+        for local in loop.locals:
+            self.scoped[local.name] = frame.loop_vars + (loop.var,)
         bounds = [f"{dim} >= {aff_to_isl(lb, outer_names)}" for lb in loop.lower]
         bounds += [f"{dim} < {aff_to_isl(ub, outer_names)}" for ub in loop.upper]
         if loop.step != 1:
@@ -560,6 +568,9 @@ class _Extractor:
                 constraints.append(f"{sub} <= _o{k} <= ({sub}) + {extra}")
             else:
                 constraints.append(f"_o{k} = {sub}")
+        copy = [frame.names[v] for v in self.scoped.get(buffer, ())]  # expanded loop-scoped local
+        outs = [f"_c{k}" for k in range(len(copy))] + outs
+        constraints += [f"_c{k} = {dim}" for k, dim in enumerate(copy)]
         cond = " and ".join(constraints) if constraints else "true"
         text = (f"{self.param_text} -> {{ {tuple_text} -> {isl_name(buffer)}[{', '.join(outs)}]"
                 f" : {cond} }}")

@@ -11,7 +11,7 @@ from typing import Any, Union
 
 import numpy as np
 
-from polyir.errors import PassError, PolyirError
+from polyir.errors import PassError, PolyirError, VerifyError
 from polyir.ir.nodes import Buffer, Function, Module, Symbol
 from polyir.ir.types import DType, round_to_dtype
 
@@ -191,10 +191,14 @@ def assert_equivalent(a: Program, b: Program, *, trials: int = 2, seed: int = 0,
 
 
 def _refusal_reason(error: PolyirError) -> PolyirError | None:
-    """The PolyirError that explains a refusal, or None when the error hides a bug."""
+    """The PolyirError that explains a refusal, or None when the error hides a bug
+    (a non-polyir exception, or a ``VerifyError``: invalid output of the pass
+    itself is a failure, never a refusal)."""
     if isinstance(error, PassError):
         cause = error.cause
         return _refusal_reason(cause) if isinstance(cause, PolyirError) else None
+    if isinstance(error, VerifyError):
+        return None
     return error
 
 
@@ -206,8 +210,10 @@ def assert_preserves_or_refuses(pass_fn: Callable[[Module], Module], module: Mod
     that ``assert_equivalent`` finds equivalent to ``module`` (returned), or
     raises a ``PolyirError`` (``IllegalTransform`` and the like, or a
     ``PassError`` wrapping one) with a non-empty reason (returned). Any other
-    exception, an empty reason, invalid or inequivalent output fails with
-    ``AssertionError``. ``equivalence_options`` go to ``assert_equivalent``.
+    exception, a ``VerifyError`` (the pass produced invalid IR, whether it
+    raised it or returned it), an empty reason, invalid or inequivalent output
+    fails with ``AssertionError``. ``equivalence_options`` go to
+    ``assert_equivalent``.
     """
     from polyir.ir.verifier import verify
     try:
@@ -215,8 +221,9 @@ def assert_preserves_or_refuses(pass_fn: Callable[[Module], Module], module: Mod
     except PolyirError as error:
         reason = _refusal_reason(error)
         if reason is None:
-            raise AssertionError(f"the pass failed with a non-polyir error (a bug, not a refusal): "
-                                 f"{error}\n--- input program:\n{_text(module)}") from error
+            raise AssertionError(f"the pass failed with a non-polyir error or produced invalid IR "
+                                 f"(a bug, not a refusal): {error}\n--- input program:\n"
+                                 f"{_text(module)}") from error
         if not str(reason).strip():
             raise AssertionError(f"the pass refused with {type(reason).__name__} but gave no reason\n"
                                  f"--- input program:\n{_text(module)}") from error

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from polyir.errors import CompileError, PassError
+from polyir.errors import CompileError
 from polyir.gpu.mapping import MapOptions, map_module
 from polyir.ir.interpreter import InterpretError, interpret
 from polyir.ir.nodes import Barrier, For, Launch
 from polyir.ir.parser import parse
 from polyir.ir.verifier import verify
-from polyir.passes import transform
+from polyir.passes import PipelineError, transform
 from polyir.testing import assert_equivalent, programs, random_arguments, symbol_values
 from tests.conftest import examples
 from tests.gpu.kernels import ELEMENTWISE, HAND_MAPPED_HOST, SHARED_TILED_MATMUL, host_fragment_matmul
@@ -193,8 +193,10 @@ def test_pipeline_options_and_errors() -> None:
     mapped = transform(module, "gpu-map{block_sizes=64,2}")
     (launch,) = mapped.entry.body
     assert launch.block == (64, 2, 1)
-    with pytest.raises((PassError, ValueError), match="1024"):
+    with pytest.raises(PipelineError, match="1024"):  # refused when the pipeline is parsed
         transform(module, "gpu-map{block_sizes=64,64}")
+    with pytest.raises(PipelineError, match="positive"):
+        transform(module, "gpu-map{block_sizes=0}")
     with pytest.raises(ValueError, match="positive"):
         MapOptions(block_sizes=(0,))
     already = map_module(module)
