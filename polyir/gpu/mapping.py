@@ -52,9 +52,8 @@ from polyir.gpu.rewrite import (
 from polyir.ir.affine import Aff, Constraint, FloorDiv
 from polyir.ir.nodes import Barrier, Buffer, For, Function, If, Launch, Module, Node, Symbol
 from polyir.ir.types import MemorySpace
-from polyir.target import Target, cuda
 from polyir.ir.walk import buffers_used, substitute, walk_nodes
-
+from polyir.target import Target, cuda
 
 DEFAULT_BLOCKS = {0: (1, 1, 1), 1: (256, 1, 1), 2: (32, 8, 1), 3: (32, 4, 2)}
 

@@ -110,7 +110,7 @@ def unique_statement_names(function: Function) -> Function:
                 node = replace(node, then_body=visit(node.then_body), else_body=visit(node.else_body))
             elif isinstance(node, STATEMENT_NODES):
                 if node.name in seen:
-                    node = replace(node, name=claim_name(node.name, taken))  # type: ignore[arg-type]
+                    node = replace(node, name=claim_name(node.name, taken))
                 seen.add(node.name)
             out.append(node)
         return tuple(out)
