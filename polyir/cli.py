@@ -1,12 +1,17 @@
 """``polyir-opt``: parse IR text, run a pass pipeline, print the result.
 
     polyir-opt FILE --pipeline "simplify-bounds,canonicalize-names" [-o OUT]
-                    [--verify-each] [--dump-after-each] [--list-passes]
+                    [--target cpu|cuda:sm_80|...] [--remarks] [--verify-each]
+                    [--dump-after-each] [--list-passes]
 
 ``FILE`` may be ``-`` for standard input. The input is verified before any
-pass runs. Errors print ``polyir-opt: error: FILE:LINE:COL: message`` (or
-``FILE: message`` when there is no position) to standard error and exit
-with status 1; no traceback, and ``-o`` is not written.
+pass runs, and the output of every pass after it (a pass whose output is
+invalid has failed). ``--target`` is what the passes see as the target
+(default: the host CPU). ``--remarks`` prints each pass's remarks (what it
+did not do and why) to standard error. Errors print ``polyir-opt: error:
+FILE:LINE:COL: message`` (or ``FILE: message`` when there is no position) to
+standard error and exit with status 1; no traceback, and ``-o`` is not
+written.
 """
 from __future__ import annotations
 
@@ -31,7 +36,11 @@ def _argument_parser() -> argparse.ArgumentParser:
         prog=PROGRAM, description="Run a pipeline of polyir passes on IR text and print the result.")
     parser.add_argument("file", nargs="?", help="IR text file, or '-' for standard input")
     parser.add_argument("--pipeline", "-p", default="",
-                        help='passes to run, e.g. "simplify-bounds,tile{sizes=32,32}" (default: none)')
+                        help='passes to run, e.g. "reschedule,mark-parallel{loops=i,j}" (default: none)')
+    parser.add_argument("--target", default=None,
+                        help="target the passes compile for: cpu (default), cuda, cuda:sm_80, cuda:sm_90")
+    parser.add_argument("--remarks", action="store_true",
+                        help="print the passes' remarks (what they did not do, and why) to standard error")
     parser.add_argument("-o", "--output", help="write the result here instead of standard output")
     parser.add_argument("--verify-each", action="store_true", help="verify the IR after every pass")
     parser.add_argument("--dump-after-each", action="store_true",
@@ -90,9 +99,11 @@ def _write_atomically(path: str, text: str) -> None:
 
 def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> None:
     """Do what the parsed command line asks; raises ``_Failure`` or ``PolyirError``."""
+    from polyir.context import PassContext
     from polyir.ir.parser import parse
     from polyir.ir.verifier import verify
     from polyir.passes import available_passes, describe_pass, parse_pipeline, transform
+    from polyir.target import resolve
 
     if args.list_passes:
         for cls in available_passes().values():
@@ -101,11 +112,22 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     if args.file is None:
         raise _Failure("no input file (give a path, or '-' for standard input)")
     passes = parse_pipeline(args.pipeline)  # before reading, so a bad pipeline fails fast
+    try:
+        target = resolve(args.target)
+    except ValueError as error:
+        raise _Failure(f"--target: {error}") from None
     text, source = _read(args.file, stdin)
     module = parse(text, source)
     verify(module)
-    result = transform(module, passes, verify_each=args.verify_each,
-                       dump_after_each=stderr if args.dump_after_each else None)
+    ctx = PassContext(target)
+    try:
+        result = transform(module, passes, verify_each=args.verify_each,
+                           dump_after_each=stderr if args.dump_after_each else None, ctx=ctx)
+    finally:
+        if args.remarks:
+            for remark in ctx.remarks:
+                stderr.write(f"remark: {remark}\n")
+    verify(result)
     output = f"{str(result).rstrip()}\n"
     if args.output:
         try:

@@ -16,8 +16,8 @@ from typing import Union
 
 import numpy as np
 
-from polyir.ir.affine import Aff, FloorDiv, Mod
-from polyir.ir.nodes import BinOp, Call, Cast, Compare, Const, Expr, Select, Var
+from polyir.ir.affine import Aff
+from polyir.ir.nodes import BinOp, Call, Cast, Compare, Const, Expr, Select
 from polyir.ir.types import DType
 
 I64 = DType.I64
@@ -179,27 +179,7 @@ def _needs_adjust(remainder: Expr, divisor: Expr, dtype: DType) -> Expr:
 
 
 def aff_to_expr(aff: Aff) -> Expr:
-    """The ``i64`` value expression of an affine expression (floor semantics kept)."""
-    result: Union[Expr, None] = None
-    for atom, coeff in aff.terms:
-        if isinstance(atom, str):
-            term: Expr = Var(atom)
-        elif isinstance(atom, FloorDiv):
-            term = floor_div(aff_to_expr(atom.expr), Const(atom.divisor, I64), I64)
-        else:
-            assert isinstance(atom, Mod)
-            term = python_mod(aff_to_expr(atom.expr), Const(atom.divisor, I64), I64)
-        magnitude = abs(coeff)
-        if magnitude != 1:
-            term = BinOp("*", Const(magnitude, I64), term)
-        if result is None:
-            result = term if coeff > 0 else negate(term)
-        else:
-            result = BinOp("+" if coeff > 0 else "-", result, term)
-    if result is None:
-        return Const(aff.constant, I64)
-    if aff.constant > 0:
-        return BinOp("+", result, Const(aff.constant, I64))
-    if aff.constant < 0:
-        return BinOp("-", result, Const(-aff.constant, I64))
-    return result
+    """The ``i64`` value expression of an affine expression (floor semantics kept);
+    see :func:`polyir.ir.walk.aff_to_expr`."""
+    from polyir.ir.walk import aff_to_expr as shared
+    return shared(aff)

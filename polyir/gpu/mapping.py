@@ -474,8 +474,7 @@ def _kernel_params(function: Function, body: tuple[Node, ...],
 
 def _buffer_bytes(buffer: Buffer) -> int:
     count = prod(d.constant for d in buffer.shape) if buffer.shape else 1
-    bits = 32 if buffer.dtype.value == "bf16" else max(8, buffer.dtype.bits)
-    return count * bits // 8
+    return count * buffer.dtype.storage_bytes("cuda")
 
 
 __all__ = ["MapOptions", "map_module", "map_function", "is_launch_code"]

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from polyir.ir.affine import Aff, Constraint
+from polyir.ir.affine import Aff
+from polyir.ir.builder import guard
+from polyir.ir.names import claim_name as fresh_name
 from polyir.ir.nodes import (
     Assign,
     For,
-    FragmentFill,
     FragmentLoad,
-    FragmentMMA,
     FragmentStore,
     If,
     Launch,
@@ -21,9 +21,7 @@ from polyir.ir.nodes import (
     Node,
     Var,
 )
-from polyir.ir.walk import node_exprs, walk_expr, walk_nodes
-
-FRAGMENT_NODES = (FragmentFill, FragmentLoad, FragmentMMA, FragmentStore)
+from polyir.ir.walk import FRAGMENT_NODES, node_exprs, walk_expr, walk_nodes
 
 
 # ------------------------------------------------------------------ queries
@@ -72,23 +70,6 @@ def contains(nodes: Iterable[Node], kinds: tuple[type, ...]) -> bool:
 def contains_parallel_loop(nodes: Iterable[Node]) -> bool:
     return any(isinstance(n, For) and (n.parallel or n.mapping is not None)
                for n in walk_nodes(nodes))
-
-
-def fresh_name(base: str, taken: set[str]) -> str:
-    """``base`` or ``base1``, ``base2``, ... whichever is not in ``taken``; adds it."""
-    name, n = base, 0
-    while name in taken:
-        n += 1
-        name = f"{base}{n}"
-    taken.add(name)
-    return name
-
-
-def guard(constraints: list[Constraint], body: tuple[Node, ...]) -> tuple[Node, ...]:
-    """``body`` under ``if (constraints)`` (no ``If`` when there are none)."""
-    if not constraints:
-        return body
-    return (If(tuple(constraints), body),)
 
 
 __all__ = ["node_affs", "used_variables", "bound_variables", "contains",

@@ -21,10 +21,11 @@ Bounds, dimensions and grid sizes accept an ``int``, an affine string or an
 """
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Union
 
 from polyir.ir.affine import Aff, Constraint
+from polyir.ir.names import fresh_name, names_in  # noqa: F401  (re-exported)
 from polyir.ir.nodes import (
     Buffer,
     Expr,
@@ -38,13 +39,12 @@ from polyir.ir.nodes import (
 )
 from polyir.ir.parser import parse_affine, parse_constraint, parse_expr, parse_param, parse_statement
 from polyir.ir.types import DType, MemorySpace
-from polyir.ir.walk import walk_nodes
 
 AffLike = Union[int, str, Aff]
 BoundLike = Union[AffLike, Sequence[AffLike]]
 
 __all__ = ["aff", "expr", "stmt", "buf", "sym", "param", "loop", "if_", "func", "kernel", "module",
-           "fresh_name", "names_in"]
+           "guard", "fresh_name", "names_in"]
 
 
 def aff(value: AffLike) -> Aff:
@@ -129,26 +129,10 @@ def module(*functions: Function) -> Module:
     return Module(tuple(functions))
 
 
-# ----------------------------------------------------------------- fresh names
-def names_in(function: Function) -> set[str]:
-    """Every name a function uses: itself, parameters, symbols, locals, loop
-    variables and statement names (for choosing fresh ones)."""
-    names = {function.name, *function.symbols, *function.buffers}
-    for p in function.params:
-        names.add(p.name)
-    for node in walk_nodes(function.body):
-        if isinstance(node, For):
-            names.add(node.var)
-        elif hasattr(node, "name"):
-            names.add(node.name)
-    return names
-
-
-def fresh_name(base: str, taken: Collection[str]) -> str:
-    """``base`` if unused, else ``base_1``, ``base_2``, ... the first not in ``taken``."""
-    if base not in taken:
-        return base
-    counter = 1
-    while f"{base}_{counter}" in taken:
-        counter += 1
-    return f"{base}_{counter}"
+# ----------------------------------------------------------------- guards
+def guard(constraints: Iterable[Constraint], body: Iterable[Node]) -> tuple[Node, ...]:
+    """``body`` under ``if (constraints)`` (no ``If`` when there are none)."""
+    conditions, nodes = tuple(constraints), tuple(body)
+    if not conditions:
+        return nodes
+    return (If(conditions, nodes),)

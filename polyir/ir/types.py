@@ -37,6 +37,14 @@ class DType(enum.Enum):
     def bits(self) -> int:
         return _BITS[self]
 
+    def storage_bytes(self, device: str = "cpu") -> int:
+        """Bytes one element takes in memory on ``device`` (``"cpu"`` or ``"cuda"``):
+        bf16 lives in float32 on the host (as numpy holds it) and in 16 bits on
+        the GPU; bool takes one byte. The one rule every size estimate uses."""
+        if self is DType.BF16 and device == "cpu":
+            return 4
+        return max(1, _BITS[self] // 8)
+
     @property
     def numpy(self) -> np.dtype:
         """The numpy dtype that holds this type on the host (float32 for bf16)."""

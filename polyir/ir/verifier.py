@@ -50,6 +50,7 @@ from polyir.ir.nodes import (
 )
 from polyir.ir.parser import RESERVED_WORDS, index_to_aff
 from polyir.ir.types import INDEX, DType, MemorySpace
+from polyir.ir.walk import FRAGMENT_NODES
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _FLOAT_ONLY = frozenset(CALLS) - {"neg", "not", "abs", "max", "min"}
@@ -334,7 +335,7 @@ class _FunctionChecker:
             if self.function.kind != "kernel" and not self.thread_loops.intersection(scope):
                 raise VerifyError("barrier outside a kernel function and outside any thread-mapped loop",
                                   _where(self.function, "barrier", node))
-        elif isinstance(node, (FragmentFill, FragmentLoad, FragmentMMA, FragmentStore)):
+        elif isinstance(node, FRAGMENT_NODES):
             where = self.named(node, "statement")
             self.checked(where, self.fragment_op, node, scope)
         elif isinstance(node, Launch):

@@ -41,7 +41,9 @@ from polyir.ir.nodes import (
 )
 from polyir.ir.types import DType
 
-STATEMENT_NODES = (Assign, FragmentFill, FragmentLoad, FragmentMMA, FragmentStore)
+FRAGMENT_NODES = (FragmentFill, FragmentLoad, FragmentMMA, FragmentStore)
+"""The warp-level tensor-core (fragment) operations."""
+STATEMENT_NODES = (Assign, *FRAGMENT_NODES)
 """The node classes of ``Statement``: the named, polyhedral statements."""
 
 
@@ -137,20 +139,24 @@ def node_accesses(node: Node) -> tuple[set[str], set[str]]:
     return set(), set()
 
 
-def buffer_accesses(nodes: Iterable[Node]) -> tuple[set[str], set[str]]:
-    """``(read, written)`` buffer names anywhere under ``nodes``."""
+def buffer_accesses(nodes: Iterable[Node], launches: bool = True) -> tuple[set[str], set[str]]:
+    """``(read, written)`` buffer names anywhere under ``nodes`` (a ``Launch``'s
+    arguments count unless ``launches`` is False)."""
     reads: set[str] = set()
     writes: set[str] = set()
     for node in walk_nodes(nodes):
+        if not launches and isinstance(node, Launch):
+            continue
         node_reads, node_writes = node_accesses(node)
         reads |= node_reads
         writes |= node_writes
     return reads, writes
 
 
-def buffers_used(nodes: Iterable[Node]) -> set[str]:
-    """Names of every buffer read or written anywhere under ``nodes``."""
-    reads, writes = buffer_accesses(nodes)
+def buffers_used(nodes: Iterable[Node], launches: bool = True) -> set[str]:
+    """Names of every buffer read or written anywhere under ``nodes`` (a
+    ``Launch``'s arguments count unless ``launches`` is False)."""
+    reads, writes = buffer_accesses(nodes, launches)
     return reads | writes
 
 
@@ -168,13 +174,17 @@ def aff_to_expr(aff: Aff) -> Expr:
         else:
             assert isinstance(atom, Mod)
             term = _floor_mod(aff_to_expr(atom.expr), atom.divisor)
-        if coeff != 1:
-            term = BinOp("*", Const(coeff, DType.I64), term)
-        total = term if total is None else BinOp("+", total, term)
+        if abs(coeff) != 1:
+            term = BinOp("*", Const(abs(coeff), DType.I64), term)
+        if total is None:
+            total = term if coeff > 0 else Call("neg", (term,))
+        else:
+            total = BinOp("+" if coeff > 0 else "-", total, term)
     if total is None:
         return Const(aff.constant, DType.I64)
     if aff.constant:
-        total = BinOp("+", total, Const(aff.constant, DType.I64))
+        op = "+" if aff.constant > 0 else "-"
+        total = BinOp(op, total, Const(abs(aff.constant), DType.I64))
     return total
 
 
@@ -268,6 +278,6 @@ def map_loops(nodes: Iterable[Node], rewrite: Callable[[For], Node]) -> tuple[No
     return tuple(result)
 
 
-__all__ = ["STATEMENT_NODES", "walk_nodes", "leaf_nodes", "statements", "walk_expr", "loads",
+__all__ = ["STATEMENT_NODES", "FRAGMENT_NODES", "walk_nodes", "leaf_nodes", "statements", "walk_expr", "loads",
            "node_exprs", "node_accesses", "buffer_accesses", "buffers_used", "aff_to_expr",
            "substitute_expr", "substitute_indices", "substitute_node", "substitute", "map_loops"]

@@ -74,10 +74,6 @@ from polyir.ir.nodes import (
     Barrier,
     Buffer,
     For,
-    FragmentFill,
-    FragmentLoad,
-    FragmentMMA,
-    FragmentStore,
     Function,
     If,
     Launch,
@@ -86,7 +82,7 @@ from polyir.ir.nodes import (
     Symbol,
 )
 from polyir.ir.types import MemorySpace
-from polyir.ir.walk import buffers_used
+from polyir.ir.walk import FRAGMENT_NODES, buffers_used
 from polyir.llvm.exprs import ExprLowering
 from polyir.llvm.hooks import I1, I32, I64, STACK_LIMIT_BYTES, LoweringHooks, where
 
@@ -221,7 +217,7 @@ class FunctionLowerer(ExprLowering):
 
     def _default_local(self, buffer: Buffer) -> ir.Value:
         storage = self.hooks.storage_type(buffer.dtype)
-        elem_bytes = _byte_size(storage)
+        elem_bytes = byte_size(storage)
         const_count = 1
         constant = all(d.is_constant for d in buffer.shape)
         if constant:
@@ -397,7 +393,7 @@ class FunctionLowerer(ExprLowering):
             self.lower_if(node)
         elif isinstance(node, Barrier):
             self.hooks.lower_barrier(self, node)
-        elif isinstance(node, (FragmentFill, FragmentLoad, FragmentMMA, FragmentStore)):
+        elif isinstance(node, FRAGMENT_NODES):
             self.hooks.lower_fragment(self, node)
         elif isinstance(node, Launch):
             self.hooks.lower_launch(self, node)
@@ -513,7 +509,8 @@ class FunctionLowerer(ExprLowering):
         return value
 
 
-def _byte_size(typ: ir.Type) -> int:
+def byte_size(typ: ir.Type) -> int:
+    """Bytes of an LLVM storage type (integers, half, float, double)."""
     if isinstance(typ, ir.IntType):
         return max(1, typ.width // 8)
     return {ir.HalfType: 2, ir.FloatType: 4, ir.DoubleType: 8}.get(type(typ), 8)

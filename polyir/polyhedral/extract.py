@@ -259,12 +259,16 @@ class Scop:
         return result
 
     def loop(self, key: int | str) -> LoopInfo:
-        """A loop by id, or by variable name when exactly one loop has it."""
+        """A loop by id, or by variable name (unique in a verified function);
+        raises ``polyir.ir.names.UnknownLoop`` for a name no loop has."""
+        from polyir.ir.names import UnknownLoop
         if isinstance(key, int):
+            if key not in self.loops:
+                raise UnknownLoop(self.function.name, str(key), [lp.var for lp in self.loops.values()])
             return self.loops[key]
         found = [lp for lp in self.loops.values() if lp.var == key]
         if len(found) != 1:
-            raise KeyError(f"{len(found)} loops named {key!r} in {self.function.name}; use a loop id")
+            raise UnknownLoop(self.function.name, key, [lp.var for lp in self.loops.values()])
         return found[0]
 
     def statements_in(self, loop_id: int) -> list[StatementInfo]:

@@ -27,19 +27,27 @@ from polyir.polyhedral.schedule import SchedulingError, reschedule_function
 
 
 def mark_parallel(function: Function, accept_reassociation: bool = False,
-                  deps: Dependences | None = None) -> Function:
+                  deps: Dependences | None = None, loops: tuple[str, ...] = ()) -> Function:
     """``function`` with ``parallel=True`` on every loop that carries no dependence
-    (``deps``: the function's dependences, when already known)."""
+    (only on the loops named in ``loops`` when given; an unknown name raises
+    ``polyir.ir.names.UnknownLoop``). ``deps``: the function's dependences, when
+    already known. Returns ``function`` itself when no loop changes."""
     if deps is None:
         deps = compute_dependences(extract(function))
     carrying = deps.carrying_loops(accept_reassociation)
+    wanted = {deps.scop.loop(name).id for name in loops} if loops else None
+    changed = False
 
     def rewrite(loop: For, ident: int) -> For:
-        if ident in carrying or loop.parallel or loop.mapping is not None:
+        nonlocal changed
+        if ident in carrying or loop.parallel or loop.mapping is not None \
+                or (wanted is not None and ident not in wanted):
             return loop
+        changed = True
         return replace(loop, parallel=True)
 
-    return replace(function, body=map_loops(function.body, rewrite))
+    body = map_loops(function.body, rewrite)
+    return replace(function, body=body) if changed else function
 
 
 def each_host_function(module: Module, ctx: PassContext, pass_name: str,
@@ -56,33 +64,38 @@ def each_host_function(module: Module, ctx: PassContext, pass_name: str,
         except NotPolyhedral as error:
             ctx.remark(pass_name, f"function '{function.name}'", f"not transformed: {error}")
             functions.append(function)
+    if all(a is b for a, b in zip(functions, module.functions, strict=True)):
+        return module  # unchanged: later passes reuse its analyses
     return Module(tuple(functions))
 
 
 @register_pass("mark-parallel")
 @dataclass(frozen=True)
 class MarkParallel:
-    """Mark every loop that carries no dependence as parallel."""
+    """Mark every loop that carries no dependence as parallel (``loops``: only
+    these loops, named by variable); a loop left sequential gets a remark
+    naming the dependence it carries and two instances it would reorder."""
 
     accept_reassociation: bool = False
+    loops: tuple[str, ...] = ()
 
     def run(self, module: Module, ctx: PassContext) -> Module:
         def change(function: Function) -> Function:
             deps = ctx.analyses.dependences(function)
-            result = mark_parallel(function, self.accept_reassociation, deps)
-            _remark_sequential(ctx, function, deps, self.accept_reassociation)
+            result = mark_parallel(function, self.accept_reassociation, deps, self.loops)
+            _remark_sequential(ctx, function, deps, self.accept_reassociation, self.loops)
             return result
         return each_host_function(module, ctx, "mark-parallel", change)
 
 
 def _remark_sequential(ctx: PassContext, function: Function, deps: Dependences,
-                       accept_reassociation: bool) -> None:
+                       accept_reassociation: bool, loops: tuple[str, ...] = ()) -> None:
     """One remark per loop left sequential: the first dependence it carries."""
     from polyir.polyhedral.legality import check_parallel
     carrying = deps.carrying_loops(accept_reassociation)
     for ident in sorted(carrying):
         info = deps.scop.loops[ident]
-        if info.node.parallel or info.node.mapping is not None:
+        if info.node.parallel or info.node.mapping is not None or (loops and info.var not in loops):
             continue
         answer = check_parallel(deps, ident, accept_reassociation)
         why = answer.reason + (f"; witness: {answer.witness}" if answer.witness else "")
@@ -102,9 +115,9 @@ class Reschedule:
             deps = ctx.analyses.dependences(function)
             try:
                 return reschedule_function(function, self.accept_reassociation, deps=deps,
-                                           fallback=False)
+                                           fallback=False, analyses=ctx.analyses)
             except SchedulingError as error:
                 ctx.remark("reschedule", f"function '{function.name}'",
                            f"kept the original schedule: {error}")
-                return reschedule_function(function, deps=deps, original=True)
+                return reschedule_function(function, deps=deps, original=True, analyses=ctx.analyses)
         return each_host_function(module, ctx, "reschedule", change)

@@ -9,6 +9,7 @@ and RAW dependences) and prefers outer loops that carry no dependence
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import islpy as isl
 
@@ -18,6 +19,9 @@ from polyir.polyhedral.codegen import generate
 from polyir.polyhedral.dependences import MEMORY_KINDS, Dependences, compute_dependences
 from polyir.polyhedral.extract import Scop, extract
 from polyir.polyhedral.legality import check_schedule
+
+if TYPE_CHECKING:
+    from polyir.polyhedral.analysis import Analyses
 
 
 class SchedulingError(PolyirError):
@@ -97,11 +101,13 @@ def wavefront_bands(schedule: isl.Schedule) -> isl.Schedule:
 
 def reschedule_function(function: Function, accept_reassociation: bool = False,
                         wavefront: bool = True, fallback: bool = True,
-                        deps: Dependences | None = None, original: bool = False) -> Function:
+                        deps: Dependences | None = None, original: bool = False,
+                        analyses: Analyses | None = None) -> Function:
     """``function`` with its body generated from isl's schedule (from its
     original schedule when ``original``).
 
-    ``deps``: the function's dependences when already known. When isl's
+    ``deps``: the function's dependences when already known; ``analyses``: the
+    pipeline's cache, which then also holds the new function's. When isl's
     scheduler finds no schedule (it sometimes reports "unable to carry
     dependences" even though the original order is valid), the body is
     regenerated from the original schedule when ``fallback`` is true, else
@@ -123,11 +129,11 @@ def reschedule_function(function: Function, accept_reassociation: bool = False,
                 raise
             schedule = scop.schedule
     result = replace(function, body=generate(scop, schedule))
-    return keep_parallel_marks(result, accept_reassociation, scop.ctx)
+    return keep_parallel_marks(result, accept_reassociation, scop.ctx, analyses)
 
 
 def keep_parallel_marks(function: Function, accept_reassociation: bool = False,
-                        ctx: isl.Context | None = None) -> Function:
+                        ctx: isl.Context | None = None, analyses: Analyses | None = None) -> Function:
     """``function`` with the ``parallel`` mark removed from every loop that
     carries a dependence (isl codegen copies the marks of the original loops
     it iterates one to one, and a new schedule may have moved a dependence
@@ -137,7 +143,12 @@ def keep_parallel_marks(function: Function, accept_reassociation: bool = False,
     if not any(isinstance(n, For) and n.parallel for n in walk_nodes(function.body)):
         return function
     from polyir.polyhedral.extract import map_loops
-    carrying = compute_dependences(extract(function, ctx)).carrying_loops(accept_reassociation)
+    deps = analyses.dependences(function) if analyses is not None \
+        else compute_dependences(extract(function, ctx))
+    carrying = deps.carrying_loops(accept_reassociation)
+
+    if not any(deps.scop.loops[ident].node.parallel for ident in carrying):
+        return function
 
     def rewrite(loop: For, ident: int) -> For:
         return replace(loop, parallel=False) if loop.parallel and ident in carrying else loop

@@ -41,6 +41,7 @@ from polyir.ir.nodes import (
 )
 from polyir.ir.types import DType, MemorySpace
 from polyir.llvm.hooks import F32, I8, I16, I32, I64, LoweringHooks, where
+from polyir.llvm.lower import byte_size
 from polyir.ptx import mathlib, wmma
 
 if TYPE_CHECKING:
@@ -50,12 +51,6 @@ ADDRESS_SPACES = {MemorySpace.GLOBAL: 1, MemorySpace.SHARED: 3, MemorySpace.LOCA
                   MemorySpace.FRAGMENT: 0}
 SPECIAL_REGISTERS = {"thread": "tid", "block": "ctaid"}
 DYNAMIC_SHARED = "__polyir_dynamic_shared"
-
-
-def _byte_size(typ: ir.Type) -> int:
-    if isinstance(typ, ir.IntType):
-        return max(1, typ.width // 8)
-    return {ir.HalfType: 2, ir.FloatType: 4, ir.DoubleType: 8}[type(typ)]
 
 
 class NvptxHooks(LoweringHooks):
@@ -135,7 +130,7 @@ class NvptxHooks(LoweringHooks):
                 extern.linkage = "external"
                 extern.align = 16
             offset = self._shared_offset
-            size = array.count * _byte_size(array.element)
+            size = array.count * byte_size(array.element)
             self._shared_offset = (offset + size + 15) // 16 * 16
             if self._shared_offset > launch.shared_bytes:
                 raise CompileError(f"{where(lowerer.function, buffer)}: shared buffers need "

@@ -5,20 +5,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from polyir.ir.nodes import (
-    Assign,
     For,
-    FragmentFill,
-    FragmentLoad,
-    FragmentMMA,
-    FragmentStore,
     Function,
     If,
     Module,
     Node,
 )
+from polyir.ir.walk import STATEMENT_NODES
 from polyir.passes import register_pass
 
-NAMED_STATEMENTS = (Assign, FragmentFill, FragmentLoad, FragmentMMA, FragmentStore)
+NAMED_STATEMENTS = STATEMENT_NODES
 
 
 class _Renamer:

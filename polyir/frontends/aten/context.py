@@ -19,25 +19,22 @@ import torch
 
 from polyir.errors import UnsupportedOp
 from polyir.ir.affine import Aff, Constraint
+from polyir.ir.builder import guard as guarded
 from polyir.ir.nodes import (
     CALLS,
     Assign,
-    BinOp,
     Buffer,
-    Call,
     Cast,
     Compare,
     Const,
     Expr,
     For,
-    If,
     Index,
     Load,
     Node,
-    Select,
-    Var,
 )
 from polyir.ir.types import DType, MemorySpace
+from polyir.ir.verifier import expr_dtype as verifier_expr_dtype
 
 Shape = tuple[int, ...]
 IndexMap = Callable[[Sequence[Aff]], tuple[Index, ...]]
@@ -72,24 +69,8 @@ def accumulator_dtype(dtype: DType) -> DType:
 
 # --------------------------------------------------------------- expressions
 def expr_dtype(expr: Expr, buffers: dict[str, Buffer]) -> DType:
-    """The static type of a value expression (see ``polyir.ir.nodes``)."""
-    if isinstance(expr, Const):
-        return expr.dtype
-    if isinstance(expr, Var):
-        return DType.I64
-    if isinstance(expr, Load):
-        return buffers[expr.buffer].dtype
-    if isinstance(expr, Compare):
-        return DType.BOOL
-    if isinstance(expr, BinOp):
-        return DType.BOOL if expr.op in ("and", "or") else expr_dtype(expr.lhs, buffers)
-    if isinstance(expr, Call):
-        return DType.BOOL if expr.fn == "not" else expr_dtype(expr.args[0], buffers)
-    if isinstance(expr, Select):
-        return expr_dtype(expr.if_true, buffers)
-    if isinstance(expr, Cast):
-        return expr.dtype
-    raise TypeError(f"not a value expression: {expr!r}")
+    """The static type of a value expression (the verifier's typing rule)."""
+    return verifier_expr_dtype(expr, buffers)
 
 
 def const(value: Scalar, dtype: DType) -> Const:
@@ -102,17 +83,12 @@ def const(value: Scalar, dtype: DType) -> Const:
 
 
 def aff_value(aff: Aff) -> Expr:
-    """An ``i64`` value expression equal to a linear affine expression."""
+    """An ``i64`` value expression equal to a linear affine expression
+    (:func:`polyir.ir.walk.aff_to_expr`)."""
     if not aff.is_linear:
         raise ValueError(f"only linear affine expressions become values, not {aff}")
-    result: Expr | None = None
-    for atom, coeff in aff.terms:
-        name = atom if isinstance(atom, str) else str(atom)  # linear: always a name
-        term: Expr = Var(name) if coeff == 1 else BinOp("*", Const(coeff, DType.I64), Var(name))
-        result = term if result is None else BinOp("+", result, term)
-    if result is None:
-        return Const(aff.constant, DType.I64)
-    return BinOp("+", result, Const(aff.constant, DType.I64)) if aff.constant else result
+    from polyir.ir.walk import aff_to_expr
+    return aff_to_expr(aff)
 
 
 # ------------------------------------------------------------- tensor values
@@ -319,7 +295,7 @@ class LoweringContext:
     @staticmethod
     def guard(conditions: Sequence[Constraint], body: Sequence[Node]) -> list[Node]:
         """``body`` under an affine ``if`` (no ``if`` when there is no condition)."""
-        return [If(tuple(conditions), tuple(body))] if conditions else list(body)
+        return list(guarded(conditions, body))
 
     def emit(self, nodes: Sequence[Node]) -> None:
         self.body.extend(nodes)

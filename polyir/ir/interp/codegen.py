@@ -34,23 +34,19 @@ from polyir.ir.nodes import (
     Node,
 )
 from polyir.ir.types import DType, MemorySpace
-from polyir.ir.walk import node_accesses, walk_nodes
+from polyir.ir.walk import FRAGMENT_NODES
+from polyir.ir.walk import buffers_used as walk_buffers_used
 
 _AXES = {"x": 0, "y": 1, "z": 2}
 _IDS = {"block": ("_bx", "_by", "_bz"), "thread": ("_tx", "_ty", "_tz")}
 _SIZES = {"block": ("_gx", "_gy", "_gz"), "thread": ("_kx", "_ky", "_kz")}
-FRAGMENT_OPS = (FragmentFill, FragmentLoad, FragmentMMA, FragmentStore)
+FRAGMENT_OPS = FRAGMENT_NODES
 
 
 def buffers_used(nodes: tuple[Node, ...]) -> set[str]:
     """Names of the buffers a body reads or writes (a launch's arguments are not
     counted: its kernel is compiled on its own)."""
-    found: set[str] = set()
-    for node in walk_nodes(nodes):
-        if not isinstance(node, Launch):
-            reads, writes = node_accesses(node)
-            found |= reads | writes
-    return found
+    return walk_buffers_used(nodes, launches=False)
 
 
 def _trip(lo: str, hi: str, step: int) -> str:

@@ -20,7 +20,6 @@ from polyir.ir.interp.emit import F32_COMPUTED, Block, Names, aff_code, is_simpl
 from polyir.ir.interp.errors import InterpretError
 from polyir.ir.interp.scalar import FLOAT_CALLS, round_bf16, round_f16, round_f32, wrap_int
 from polyir.ir.nodes import (
-    Assign,
     Barrier,
     BinOp,
     Buffer,
@@ -30,10 +29,6 @@ from polyir.ir.nodes import (
     Const,
     Expr,
     For,
-    FragmentFill,
-    FragmentLoad,
-    FragmentMMA,
-    FragmentStore,
     If,
     Index,
     Launch,
@@ -42,6 +37,7 @@ from polyir.ir.nodes import (
     Var,
 )
 from polyir.ir.types import DType, MemorySpace
+from polyir.ir.walk import STATEMENT_NODES
 
 _INT_BITS = {DType.I8: 8, DType.I32: 32, DType.I64: 64}
 
@@ -432,7 +428,7 @@ def const_code(value: int | float | bool, dtype: DType) -> str:
 def describe(function_name: str, node: object) -> str:
     """``function f, statement S1 at 3:5`` for error messages."""
     text = f"function {function_name}"
-    if isinstance(node, (Assign, FragmentFill, FragmentLoad, FragmentMMA, FragmentStore)):
+    if isinstance(node, STATEMENT_NODES):
         text += f", statement {node.name}"
     elif isinstance(node, For):
         text += f", loop {node.var}"
