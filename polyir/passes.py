@@ -44,6 +44,7 @@ PASS_MODULES: list[str] = [
     "polyir.transforms",
     "polyir.polyhedral.passes",
     "polyir.gpu.passes",
+    "polyir.tiling.passes",
 ]
 """Modules imported (once, on first use of the registry) so that their passes
 register. An import error (a missing module included) propagates."""

@@ -373,3 +373,34 @@ def check_fusion(target: Scop | Function | Dependences, first: int, second: int,
         result.witness = Witness(w.source, w.sink, w.buffer, w.element, w.source_access,
                                  w.sink_access, w.params, consequence)
     return result
+
+
+def check_rewrite(target: Scop | Function | Dependences, rewritten: Function,
+                  accept_reassociation: bool = False, what: str = "the rewrite") -> Legality:
+    """Does ``rewritten`` (a reordering of the same statement instances: the same
+    statements, each with the same iteration domain up to loop-variable names,
+    as distribution, interchange and fusion without recomputation produce) run
+    every dependence of the original in order?
+
+    This is the proof a transformation's mechanism is checked with: the new
+    program's own schedule against the original's full dependence set. A
+    rewrite that changes the instances themselves is refused (``legal=False``,
+    with the reason), never accepted."""
+    deps = _analysis(target)
+    scop = deps.scop
+    from polyir.polyhedral.dependences import as_time_map
+    from polyir.polyhedral.extract import extract
+    new = extract(rewritten, scop.ctx)
+    if set(new.statements) != set(scop.statements):
+        missing = sorted(set(scop.statements) - set(new.statements))
+        added = sorted(set(new.statements) - set(scop.statements))
+        return Legality(False, f"{what} changes the statements (missing {missing}, added {added})")
+    for name, stmt in scop.statements.items():
+        other = new.statements[name].domain
+        if len(new.statements[name].dims) != len(stmt.dims) or not other.is_equal(stmt.domain):
+            return Legality(False, f"{what} changes the instances of statement {name}: "
+                                   f"{stmt.domain} becomes {other}")
+    result = check_schedule(deps, as_time_map(new), accept_reassociation)
+    if not result.legal:
+        result.reason = f"{what} violates {result.dependence}"
+    return result

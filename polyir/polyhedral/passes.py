@@ -15,14 +15,17 @@ original schedule, with a remark.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+
+import islpy as isl
 
 from polyir.context import PassContext
 from polyir.ir.nodes import For, Function, Module
 from polyir.passes import register_pass
 from polyir.polyhedral.dependences import Dependences, compute_dependences
-from polyir.polyhedral.extract import NotPolyhedral, extract, map_loops
+from polyir.polyhedral.extract import NotPolyhedral, Scop, extract, map_loops
 from polyir.polyhedral.schedule import SchedulingError, reschedule_function
 
 
@@ -113,11 +116,61 @@ class Reschedule:
     def run(self, module: Module, ctx: PassContext) -> Module:
         def change(function: Function) -> Function:
             deps = ctx.analyses.dependences(function)
+            where = f"function '{function.name}'"
             try:
-                return reschedule_function(function, self.accept_reassociation, deps=deps,
-                                           fallback=False, analyses=ctx.analyses)
+                result = reschedule_function(function, self.accept_reassociation, deps=deps,
+                                             fallback=False, analyses=ctx.analyses)
             except SchedulingError as error:
-                ctx.remark("reschedule", f"function '{function.name}'",
-                           f"kept the original schedule: {error}")
+                ctx.remark("reschedule", where, f"kept the original schedule: {error}")
                 return reschedule_function(function, deps=deps, original=True, analyses=ctx.analyses)
+            new_deps = ctx.analyses.dependences(result)
+            before = parallel_degrees(deps.scop, _uncarried(deps, self.accept_reassociation))
+            after = statement_degrees(parallel_degrees(new_deps.scop,
+                                                       _uncarried(new_deps, self.accept_reassociation)),
+                                      before)
+            lost = sorted(s for s in before if after.get(s, 0) < before[s])
+            if lost:
+                ctx.remark("reschedule", where,
+                           f"kept the original schedule: isl's schedule leaves fewer parallel loops "
+                           f"around {', '.join(f'{s} ({before[s]} -> {after.get(s, 0)})' for s in lost)}")
+                return reschedule_function(function, deps=deps, original=True, analyses=ctx.analyses)
+            return result
         return each_host_function(module, ctx, "reschedule", change)
+
+
+def _uncarried(deps: Dependences, accept_reassociation: bool) -> set[int]:
+    carrying = deps.carrying_loops(accept_reassociation)
+    return {ident for ident in deps.scop.loops if ident not in carrying}
+
+
+def parallel_degrees(scop: Scop, parallel_loops: Iterable[int]) -> dict[str, int]:
+    """Statement name -> its degree of parallelism: the dimension of its
+    instances projected onto the enclosing loops in ``parallel_loops`` (ids), so
+    a loop that runs one iteration for it (``i == 0``) does not count and one
+    that isl's code generation removed is not missed. A copy that isl codegen
+    made of a statement (``S0_1``, absent from ``original_names``) counts as the
+    statement; a statement gets the smallest degree of its copies."""
+    chosen = set(parallel_loops)
+    found: dict[str, int] = {}
+    for name, stmt in scop.statements.items():
+        keep = [k for k, loop in enumerate(stmt.loops) if loop in chosen]
+        domain = stmt.domain
+        for k in reversed(range(len(stmt.loops))):
+            if k not in keep:
+                domain = domain.project_out(isl.dim_type.set, k, 1)
+        hull = domain.affine_hull()
+        fixed = sum(1 for c in hull.get_constraints() if c.is_equality()
+                    and any(not c.get_coefficient_val(isl.dim_type.set, k).is_zero()
+                            for k in range(len(keep))))
+        found[name] = len(keep) - fixed
+    return found
+
+
+def statement_degrees(degrees: dict[str, int], originals: Iterable[str]) -> dict[str, int]:
+    """``degrees`` with codegen copies (``S0_1``) folded into their statement (the minimum)."""
+    names = set(originals)
+    folded: dict[str, int] = {}
+    for name, degree in degrees.items():
+        base = name if name in names else re.sub(r"_\d+$", "", name)
+        folded[base] = min(folded.get(base, degree), degree)
+    return folded

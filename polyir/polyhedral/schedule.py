@@ -51,8 +51,10 @@ def compute_schedule(target: Scop | Function | Dependences,
     """isl's schedule for ``target``, with :func:`wavefront_bands` applied
     unless ``wavefront`` is False; it is checked against the dependences.
 
-    Raises ``SchedulingError`` when isl finds no schedule or exceeds
-    ``max_operations`` (isl's operation count; 0 = no bound)."""
+    isl is asked to maximise coincidence (parallel band members) before
+    proximity, so that fusing for locality does not serialise loops that were
+    parallel (2mm, gemver). Raises ``SchedulingError`` when isl finds no
+    schedule or exceeds ``max_operations`` (isl's operation count; 0 = no bound)."""
     if isinstance(target, Dependences):
         deps = target
     else:
@@ -60,12 +62,15 @@ def compute_schedule(target: Scop | Function | Dependences,
     ctx = deps.scop.context.get_ctx()
     ctx.reset_operations()
     ctx.set_max_operations(max_operations)
+    coincidence = ctx.get_schedule_maximize_coincidence()
+    ctx.set_schedule_maximize_coincidence(1)
     try:
         schedule = schedule_constraints(deps, accept_reassociation).compute_schedule()
     except isl.Error as error:
         raise SchedulingError(f"isl's scheduler failed on {deps.scop.function.name}: {error}") from None
     finally:
         ctx.set_max_operations(0)
+        ctx.set_schedule_maximize_coincidence(coincidence)
     if wavefront:
         schedule = wavefront_bands(schedule)
     check_schedule(deps, schedule, accept_reassociation).require()

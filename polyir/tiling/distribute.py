@@ -1,0 +1,207 @@
+"""Loop distribution: split a loop whose body holds several nodes into several
+loops, so that a band becomes perfect.
+
+The ATen reductions lower to ``for i, j { init; for k { update } }``; tiling
+and register blocking want ``for i, j { init }`` and a perfect ``for i, j, k``
+band. :func:`distribute_loop` splits one loop; :func:`distribute_function`
+splits every imperfect loop, innermost first, as far as legality allows.
+
+Mechanism (Allen and Kennedy's loop distribution, one level at a time): the
+children of the loop's body are the candidate groups; a dependence from one
+child to another (any kind, at the loop's level or inside it) is an edge; the
+strongly connected components must stay in one loop, and the loops follow a
+topological order of the components (ties in textual order). Each new loop
+copies the original's bounds, step and attributes (a parallel loop's parts
+stay parallel: distribution removes dependences, it adds none); every loop
+after the first gets fresh variable names, loop variables staying unique.
+The result is checked against the original's full dependence set
+(:func:`polyir.polyhedral.legality.check_rewrite`): the components are the
+proposal, the check is the proof.
+
+Refused (``IllegalTransform`` with the witness, or the loop left as it is
+with a remark in the pass) where a dependence cycle joins all children.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+
+import networkx as nx
+
+from polyir.errors import IllegalTransform
+from polyir.ir.affine import Aff
+from polyir.ir.names import claim_name, find_loop, names_in
+from polyir.ir.nodes import For, Function, If, Node
+from polyir.ir.walk import STATEMENT_NODES, substitute, walk_nodes
+from polyir.polyhedral.dependences import Dependences, compute_dependences
+from polyir.polyhedral.extract import extract
+from polyir.polyhedral.legality import check_rewrite
+
+
+def _statements_of(node: Node) -> set[str]:
+    return {n.name for n in walk_nodes((node,)) if isinstance(n, STATEMENT_NODES)}
+
+
+def distribution_groups(deps: Dependences, loop: For) -> list[list[int]]:
+    """The children of ``loop``'s body (by position) grouped into the loops they
+    can be distributed into, in the order those loops run."""
+    children = loop.body
+    owner: dict[str, int] = {}
+    for position, child in enumerate(children):
+        for name in _statements_of(child):
+            owner[name] = position
+    graph: nx.DiGraph = nx.DiGraph()
+    graph.add_nodes_from(range(len(children)))
+    for dep in deps.memory():
+        a, b = owner.get(dep.source), owner.get(dep.sink)
+        if a is not None and b is not None and a != b:
+            graph.add_edge(a, b)
+    condensed = nx.condensation(graph)
+    members = {c: sorted(condensed.nodes[c]["members"]) for c in condensed.nodes}
+    order = list(nx.lexicographical_topological_sort(condensed, key=lambda c: members[c][0]))
+    return [members[c] for c in order]
+
+
+def _copy_loop(loop: For, body: tuple[Node, ...], taken: set[str]) -> For:
+    """``loop`` over ``body`` with fresh names for the loop variable and for
+    every loop inside (loop variables stay unique in the function)."""
+    def rename(nodes: tuple[Node, ...]) -> tuple[Node, ...]:
+        out: list[Node] = []
+        for node in nodes:
+            if isinstance(node, For):
+                new = claim_name(re.sub(r"_\d+$", "", node.var) or node.var, taken)
+                inner = substitute(node.body, {node.var: Aff.var(new)})
+                node = replace(node, var=new, body=rename(inner))
+            elif isinstance(node, If):
+                node = replace(node, then_body=rename(node.then_body), else_body=rename(node.else_body))
+            out.append(node)
+        return tuple(out)
+
+    (copy,) = rename((replace(loop, body=body),))
+    assert isinstance(copy, For)
+    return copy
+
+
+def split_loop(function: Function, loop: For, groups: Sequence[Sequence[int]],
+               taken: set[str] | None = None) -> Function:
+    """``function`` with ``loop`` replaced by one loop per group of its children
+    (the first keeps the names; new names avoid ``taken``, default the
+    function's names; no legality check here)."""
+    if len(groups) < 2:
+        return function
+    if loop.locals:
+        raise IllegalTransform(f"loop '{loop.var}' declares loop-scoped locals "
+                               f"({', '.join(b.name for b in loop.locals)}); distributing it "
+                               f"would need them per part")
+    taken = names_in(function) if taken is None else taken
+    parts: list[Node] = []
+    for k, group in enumerate(groups):
+        body = tuple(loop.body[p] for p in group)
+        parts.append(replace(loop, body=body) if k == 0 else _copy_loop(loop, body, taken))
+
+    def visit(nodes: tuple[Node, ...]) -> tuple[Node, ...]:
+        out: list[Node] = []
+        for node in nodes:
+            if node is loop:
+                out.extend(parts)
+                continue
+            if isinstance(node, For):
+                node = replace(node, body=visit(node.body))
+            elif isinstance(node, If):
+                node = replace(node, then_body=visit(node.then_body), else_body=visit(node.else_body))
+            out.append(node)
+        return tuple(out)
+
+    return replace(function, body=visit(function.body))
+
+
+def distribute_loop(function: Function, name: str, deps: Dependences | None = None,
+                    taken: set[str] | None = None) -> Function:
+    """``function`` with loop ``name`` distributed as far as its dependences allow.
+
+    Raises ``polyir.ir.names.UnknownLoop`` for an unknown loop and
+    ``IllegalTransform`` (with a witness) when the checked result would
+    violate a dependence. Returns ``function`` itself when nothing splits."""
+    loop = find_loop(function, name)
+    if deps is None:
+        deps = compute_dependences(extract(function))
+    groups = distribution_groups(deps, loop)
+    if len(groups) < 2:
+        if len(loop.body) < 2:
+            return function
+        # one dependence cycle joins every part: the check of the maximal split names it
+        apart = split_loop(function, loop, [[k] for k in range(len(loop.body))], set(taken or ()) |
+                           names_in(function))
+        answer = check_rewrite(deps, apart, what=f"distributing loop '{name}'")
+        raise IllegalTransform(f"loop '{name}' cannot be distributed: a dependence cycle joins its "
+                               f"parts ({answer.reason})", answer.dependence, answer.witness)
+    result = split_loop(function, loop, groups, taken)
+    check_rewrite(deps, result, what=f"distributing loop '{name}'").require()
+    return result
+
+
+def imperfect_loops(function: Function) -> list[str]:
+    """Variables of the loops whose body holds more than one node and at least
+    one loop (the ones distribution can make perfect), innermost first."""
+    found: list[str] = []
+
+    def visit(nodes: tuple[Node, ...]) -> None:
+        for node in nodes:
+            if isinstance(node, For):
+                visit(node.body)
+                if len(node.body) > 1 and any(isinstance(c, For) for c in node.body):
+                    found.append(node.var)
+            elif isinstance(node, If):
+                visit(node.then_body)
+                visit(node.else_body)
+
+    visit(function.body)
+    return found
+
+
+__all__ = ["distribution_groups", "split_loop", "distribute_loop", "imperfect_loops"]
+
+
+def distribute_function(function: Function, loops: Sequence[str] = (),
+                        refused: list[tuple[str, IllegalTransform]] | None = None) -> Function:
+    """``function`` with the named ``loops`` distributed (default: every imperfect
+    loop, innermost first, again after each split, as far as legality allows).
+
+    Each top-level nest is distributed alone (a split inside one nest does not
+    move its instances past any other nest), so the analysis cost is linear
+    in the number of nests. Named loops that cannot be split raise
+    ``IllegalTransform``; automatic candidates that cannot are kept, and
+    ``(loop, error)`` is appended to ``refused`` when given."""
+    body: list[Node] = []
+    wanted = set(loops)
+    for name in wanted:
+        find_loop(function, name)  # UnknownLoop before any work
+    taken = names_in(function)
+    for node in function.body:
+        if not isinstance(node, For):
+            body.append(node)
+            continue
+        nest = replace(function, body=(node,))
+        tried: set[str] = set()
+        while True:
+            candidates = [v for v in imperfect_loops(nest) if v not in tried
+                          and (not wanted or v in wanted)]
+            if not candidates:
+                break
+            name = candidates[0]
+            tried.add(name)
+            try:
+                nest = distribute_loop(nest, name, taken=taken)
+            except IllegalTransform as error:
+                if wanted:
+                    raise
+                if refused is not None:
+                    refused.append((name, error))
+        body.extend(nest.body)
+    if all(a is b for a, b in zip(body, function.body, strict=False)) and len(body) == len(function.body):
+        return function
+    return replace(function, body=tuple(body))
+
+
+__all__ += ["distribute_function"]
