@@ -147,6 +147,7 @@ class _FunctionImporter:
         self.pending: list[SSAValue] = []       # values whose expression reads memory
         self.locals: list[Buffer] = []
         self.symbols: list[str] = []
+        self.index_args: set[str] = set()
         self.block: list[Node] = []
         self.statements = 0
 
@@ -196,6 +197,8 @@ class _FunctionImporter:
         params: list[Buffer | Symbol] = []
         # names first, so that symbols named by polyir.shape keep their names
         arg_names = [self.names.fresh(arg.name_hint, f"arg{i}") for i, arg in enumerate(block.args)]
+        self.index_args = {name for arg, name in zip(block.args, arg_names, strict=True)
+                           if isinstance(arg.type, builtin.IndexType)}
         for i, (arg, name, attrs) in enumerate(zip(block.args, arg_names, arg_attrs, strict=True)):
             type_ = arg.type
             if isinstance(type_, builtin.IndexType):
@@ -234,11 +237,13 @@ class _FunctionImporter:
                                    f"fit {type_}")
             for dim in dims:
                 for symbol in sorted(dim.variables()):
-                    if symbol not in self.symbols:
-                        if symbol in self.names.used and symbol not in self.symbols:
-                            raise _Refusal(op, f"polyir.shape symbol '{symbol}' is also an argument name")
-                        self.names.used.add(symbol)
-                        self.symbols.append(symbol)
+                    if symbol in self.symbols or symbol in self.index_args:
+                        continue
+                    if symbol in self.names.used:
+                        raise _Refusal(op, f"polyir.shape symbol '{symbol}' is also the name of a "
+                                           f"non-index argument")
+                    self.names.used.add(symbol)
+                    self.symbols.append(symbol)
             return dims
         shape: list[Aff] = []
         for axis, extent in enumerate(static):

@@ -98,12 +98,33 @@ def run_mlir_opt(text: str, passes: Sequence[str] = ()) -> str:
     Raises ``ToolMissing`` without mlir-opt, ``CompileError`` with mlir-opt's
     messages when it rejects the input.
     """
+    return transform(text, passes).text
+
+
+@dataclass(frozen=True)
+class Transformed:
+    """What ``mlir-opt`` printed, and the warnings it gave (one per line).
+
+    MLIR's passes do not all refuse what they cannot do legally:
+    ``-affine-loop-tile`` tiles a band whose dependences forbid it and only
+    warns ("tiled code is illegal due to dependences"), so callers that care
+    about meaning must read ``warnings``.
+    """
+
+    text: str
+    warnings: tuple[str, ...]
+
+
+def transform(text: str, passes: Sequence[str] = ()) -> Transformed:
+    """``mlir-opt PASSES`` on ``text``, keeping its warnings; see ``run_mlir_opt``."""
     tool = _require(mlir_opt(), "mlir-opt")
     result = subprocess.run([tool, *passes, "-"], input=text, capture_output=True, text=True,
                             timeout=_TIMEOUT_S, check=False)
     if result.returncode != 0:
         raise CompileError(f"mlir-opt {' '.join(passes)} failed:\n{result.stderr.strip()}")
-    return result.stdout
+    warnings = tuple(line.split("warning:", 1)[1].strip() for line in result.stderr.splitlines()
+                     if "warning:" in line)
+    return Transformed(result.stdout, warnings)
 
 
 # ------------------------------------------------------------------ running
@@ -244,13 +265,12 @@ def _print_lines(k: int, static: str, element: str, shape: tuple[int, ...]) -> l
     return lines
 
 
-def run_function(text: str, function: str, args: Sequence[Any], passes: Sequence[str] = ()) -> list[Any]:
+def run_function(text: str, function: str, args: Sequence[Any]) -> list[Any]:
     """Run ``@function`` of MLIR module ``text`` on ``args`` with ``mlir-runner``.
 
     ``args`` follow the MLIR signature: numpy arrays for memrefs (bf16 as
     float32 arrays, as polyir holds them), ints for ``index``, Python numbers
-    for scalars. ``passes`` (e.g. ``["-affine-loop-fusion"]``) run before the
-    lowering. Returns a list parallel to ``args``: the final contents of each
+    for scalars. Returns a list parallel to ``args``: the final contents of each
     memref argument (fresh arrays, bit-exact), None for the others; ``args``
     are not modified. Raises ``ToolMissing`` or ``CompileError``.
     """
@@ -258,7 +278,7 @@ def run_function(text: str, function: str, args: Sequence[Any], passes: Sequence
     params = _signature(text, function)
     if len(params) != len(args):
         raise CompileError(f"@{function} takes {len(params)} arguments, got {len(args)}")
-    transformed = run_mlir_opt(text, passes).rstrip()
+    transformed = run_mlir_opt(text).rstrip()
     if not transformed.endswith("}"):
         raise CompileError("mlir-opt printed no module")
     wrapper, printed = _wrapper(function, params, args)

@@ -28,11 +28,12 @@ from xdsl.ir.affine import (
     AffineSymExpr,
 )
 
-from polyir.ir.affine import Aff, FloorDiv, Mod
+from polyir.ir.affine import Aff
 from polyir.ir.interp.scalar import round_bf16, round_f16, round_f32
 from polyir.ir.nodes import BinOp, Buffer, Call, Cast, Compare, Const, Expr, Load, Select, Var
 from polyir.ir.parser import index_to_aff
 from polyir.ir.types import INDEX, DType
+from polyir.ir.walk import aff_to_expr
 
 
 class NotSupported(Exception):
@@ -107,29 +108,6 @@ def mod_expr(value: Expr, divisor: int) -> Expr:
     """``value mod divisor`` in ``[0, divisor)`` from the C remainder."""
     remainder = BinOp("%", value, _i64(divisor))
     return Select(Compare("<", remainder, _i64(0)), BinOp("+", remainder, _i64(divisor)), remainder)
-
-
-def aff_to_expr(aff: Aff) -> Expr:
-    """An ``i64`` value expression equal to ``aff``."""
-    result: Expr | None = None
-    for atom, coeff in aff.terms:
-        if isinstance(atom, str):
-            atom_expr: Expr = Var(atom)
-        elif isinstance(atom, FloorDiv):
-            atom_expr = floordiv_expr(aff_to_expr(atom.expr), atom.divisor)
-        else:
-            assert isinstance(atom, Mod)
-            atom_expr = mod_expr(aff_to_expr(atom.expr), atom.divisor)
-        term = atom_expr if abs(coeff) == 1 else BinOp("*", _i64(abs(coeff)), atom_expr)
-        if result is None:
-            result = term if coeff > 0 else Call("neg", (term,))
-        else:
-            result = BinOp("+" if coeff > 0 else "-", result, term)
-    if result is None:
-        return _i64(aff.constant)
-    if aff.constant:
-        result = BinOp("+" if aff.constant > 0 else "-", result, _i64(abs(aff.constant)))
-    return result
 
 
 def subscript_of(value: IndexValue) -> Aff | Expr:
