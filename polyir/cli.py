@@ -1,9 +1,11 @@
 """``polyir-opt``: parse IR text, run a pass pipeline, print the result.
 
     polyir-opt FILE --pipeline "simplify-bounds,canonicalize-names" [-o OUT]
-                    [--verify-each] [--dump-after-each] [--list-passes]
+                    [--emit polyir|mlir] [--verify-each] [--dump-after-each] [--list-passes]
 
-``FILE`` may be ``-`` for standard input. The input is verified before any
+``FILE`` may be ``-`` for standard input. A ``.mlir`` file is read as affine
+MLIR (``polyir.frontends.mlir``); the result is written as MLIR with
+``--emit mlir`` or when ``-o`` names a ``.mlir`` file, else as polyir text. The input is verified before any
 pass runs. Errors print ``polyir-opt: error: FILE:LINE:COL: message`` (or
 ``FILE: message`` when there is no position) to standard error and exit
 with status 1; no traceback, and ``-o`` is not written.
@@ -17,7 +19,7 @@ import tempfile
 from collections.abc import Sequence
 from typing import TextIO
 
-from polyir.errors import ParseError, PassError, PolyirError, VerifyError
+from polyir.errors import ParseError, PassError, PolyirError, UnsupportedMLIR, VerifyError
 
 PROGRAM = "polyir-opt"
 
@@ -33,6 +35,8 @@ def _argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--pipeline", "-p", default="",
                         help='passes to run, e.g. "simplify-bounds,tile{sizes=32,32}" (default: none)')
     parser.add_argument("-o", "--output", help="write the result here instead of standard output")
+    parser.add_argument("--emit", choices=("polyir", "mlir"),
+                        help="output format (default: mlir when -o ends in .mlir, else polyir)")
     parser.add_argument("--verify-each", action="store_true", help="verify the IR after every pass")
     parser.add_argument("--dump-after-each", action="store_true",
                         help="print the IR after every pass to standard error")
@@ -68,6 +72,8 @@ def _message(error: PolyirError, source: str) -> str:
         return f"<pipeline>:1:{error.column}: {error.message}\n  {error.pipeline}\n  {' ' * error.position}^"
     if isinstance(error, ParseError):
         return f"{_location_of(error, source)}: {error.message}"
+    if isinstance(error, UnsupportedMLIR):
+        return str(error)
     if isinstance(error, VerifyError):
         return f"{source}: invalid IR: {error}"
     if isinstance(error, PassError):
@@ -102,11 +108,20 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         raise _Failure("no input file (give a path, or '-' for standard input)")
     passes = parse_pipeline(args.pipeline)  # before reading, so a bad pipeline fails fast
     text, source = _read(args.file, stdin)
-    module = parse(text, source)
+    if args.file.endswith(".mlir"):
+        from polyir.frontends.mlir import import_mlir
+        module = import_mlir(text, source)
+    else:
+        module = parse(text, source)
     verify(module)
     result = transform(module, passes, verify_each=args.verify_each,
                        dump_after_each=stderr if args.dump_after_each else None)
-    output = f"{str(result).rstrip()}\n"
+    emit = args.emit or ("mlir" if args.output and args.output.endswith(".mlir") else "polyir")
+    if emit == "mlir":
+        from polyir.frontends.mlir import export_mlir
+        output = export_mlir(result)
+    else:
+        output = f"{str(result).rstrip()}\n"
     if args.output:
         try:
             _write_atomically(args.output, output)

@@ -58,14 +58,15 @@ from polyir.ir.parser import RESERVED_WORDS, index_to_aff, parse_affine
 from polyir.ir.types import INDEX, DType
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_UNREGISTERED = re.compile(r"Operation (\S+) is not registered")
+_UNPARSED_OP = re.compile(r"Operation (\S+) (is not registered|does not have a custom format)")
 _BIG_EXPRESSION = 5
 """A value used more than once whose expression has more nodes than this is
 computed once into a temporary."""
 
 
 def import_mlir(text: str, source_name: str = "<mlir>") -> Module:
-    """Parse affine MLIR text into a polyir ``Module`` (one host function per ``func.func``).
+    """Parse affine MLIR text into a polyir ``Module`` (one host function per
+    ``func.func`` with a body; declarations are skipped).
 
     Raises ``polyir.ParseError`` (line, column) for text that is not MLIR,
     ``UnsupportedMLIR`` for an operation, type or attribute outside the
@@ -81,10 +82,13 @@ def import_mlir(text: str, source_name: str = "<mlir>") -> Module:
     except XdslParseError as error:
         location = error.span.get_location()
         message = str(error).strip().splitlines()[-1].strip()
-        unregistered = _UNREGISTERED.search(message)
-        if unregistered:
-            raise UnsupportedMLIR(unregistered.group(1), location.line, location.col,
-                                  "not an operation of the imported dialects", source_name) from None
+        unparsed = _UNPARSED_OP.search(message)
+        if unparsed:
+            name = unparsed.group(1)
+            line, column = _position(text, text.rfind(name, 0, error.span.start + 1))
+            detail = ("not an operation of the imported dialects" if "registered" in unparsed.group(2)
+                      else "outside the imported subset")
+            raise UnsupportedMLIR(name, line, column, _WHY_NOT.get(name, detail), source_name) from None
         raise ParseError(message, location.line, location.col, source_name) from None
     try:
         xmodule.verify()
@@ -104,12 +108,21 @@ def import_mlir(text: str, source_name: str = "<mlir>") -> Module:
             line, column = locate(op)
             raise UnsupportedMLIR(op.name, line, column, "only func.func is imported at module level",
                                   source_name)
+        if not op.regions[0].blocks:
+            continue   # a declaration: nothing to import (calls to it are refused)
         functions.append(_FunctionImporter(op, locate, source_name).run())
     if not functions:
         raise UnsupportedMLIR("builtin.module", 1, 1, "the module has no function", source_name)
     module = Module(tuple(functions))
     verify(module)
     return module
+
+
+def _position(text: str, offset: int) -> tuple[int, int]:
+    """1-based line and column of ``offset`` in ``text``."""
+    offset = max(offset, 0)
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
 
 
 def _count_uses(value: SSAValue) -> int:
