@@ -105,10 +105,10 @@ def run_mlir_opt(text: str, passes: Sequence[str] = ()) -> str:
 class Transformed:
     """What ``mlir-opt`` printed, and the warnings it gave (one per line).
 
-    MLIR's passes do not all refuse what they cannot do legally:
-    ``-affine-loop-tile`` tiles a band whose dependences forbid it and only
-    warns ("tiled code is illegal due to dependences"), so callers that care
-    about meaning must read ``warnings``.
+    MLIR's passes do not all refuse what they cannot do legally: in MLIR 22,
+    ``-affine-loop-tile`` tiles a band whose dependences forbid it without a
+    word (tests/frontends/test_mlir_run.py has one), so a caller that cares
+    about meaning checks the result (``polyir.frontends.mlir.compare``).
     """
 
     text: str
