@@ -262,6 +262,16 @@ func.func @siblings(%A: memref<8x8xf32>, %R: memref<8xf32>, %S: memref<8xf32>) {
 }
 """
 
+_TILE_ILLEGAL = """
+func shifted(A: f32[9]) {
+  for i = 0 to 8 {
+    for j = 0 to 8 {
+      S0: A[i] = A[i + 1] * 0.5 + cast<f32>(j)
+    }
+  }
+}
+"""
+
 TABLE_KERNELS = ("2mm", "gemver", "mvt", "atax", "bicg", "covariance", "correlation", "jacobi-1d")
 
 
@@ -270,6 +280,7 @@ def table_programs() -> list[tuple[str, Module, list[Any]]]:
     corpus kernels, with fixed random arguments."""
     from polyir.frontends.mlir import import_mlir
     from polyir.frontends.pykernel import kernel
+    from polyir.ir.parser import parse
     from polyir.testing import random_arguments
     from polyir.testing.corpus import corpus_kernel
 
@@ -277,6 +288,8 @@ def table_programs() -> list[tuple[str, Module, list[Any]]]:
     for name, text in (("chain (MLIR)", _ELEMENTWISE_CHAIN), ("siblings (MLIR)", _SIBLINGS)):
         module = import_mlir(text, name)
         programs.append((name, module, random_arguments(module, 0)))
+    shifted = parse(_TILE_ILLEGAL)
+    programs.append(("shifted (tiling illegal)", shifted, random_arguments(shifted, 0)))
     for name in TABLE_KERNELS:
         entry = corpus_kernel(name)
         args = entry.make_args(entry.sizes, np.random.default_rng(0))
