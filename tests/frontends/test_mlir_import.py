@@ -397,7 +397,7 @@ def _assert_same_results(a: Module, b: Module) -> None:
     """Both programs on the same random arguments (positionally: mlir-opt renames them)."""
     for seed in range(2):
         args = random_arguments(a, seed, sizes=_sizes(a))
-        args = [x if not isinstance(p, Buffer) or p.rank else float(x) for p, x in zip(a.entry.params, args)]
+        args = [x if not isinstance(p, Buffer) or p.rank else float(x) for p, x in zip(a.entry.params, args, strict=True)]
         copies = [x.copy() if isinstance(x, np.ndarray) else x for x in args]
         polyir.interpret(a, *args)
         polyir.interpret(b, *copies)

@@ -15,7 +15,7 @@ pytest.importorskip("xdsl", reason="the MLIR tests read MLIR with xDSL")
 import polyir  # noqa: E402
 from polyir.cli import main  # noqa: E402
 from polyir.frontends.mlir import export_mlir, import_mlir  # noqa: E402
-from polyir.frontends.mlir.compare import POLYIR_PIPELINES, compare, specialize, sizes_of  # noqa: E402
+from polyir.frontends.mlir.compare import POLYIR_PIPELINES, compare, sizes_of, specialize  # noqa: E402
 from polyir.frontends.mlir.tools import mlir_opt, mlir_runner, run_function, transform  # noqa: E402
 from polyir.ir.nodes import Buffer  # noqa: E402
 from polyir.testing import programs, random_arguments  # noqa: E402
