@@ -233,6 +233,24 @@ def test_loaded_values_keep_their_ssa_meaning_across_stores() -> None:
     np.testing.assert_array_equal(A, [6.0] * 4)
 
 
+def test_a_store_through_an_alias_made_inside_a_loop_saves_live_values_first() -> None:
+    text = """
+    func.func @f(%A: memref<4xf32>, %B: memref<4xf32>) {
+      %old = affine.load %A[0] : memref<4xf32>
+      affine.for %i = 0 to 4 {
+        %alias = memref.cast %A : memref<4xf32> to memref<?xf32>
+        %one = arith.constant 1.0 : f32
+        affine.store %one, %alias[%i] : memref<?xf32>
+        affine.store %old, %B[%i] : memref<4xf32>
+      }
+      return
+    }"""
+    A, B = np.full(4, 5.0, np.float32), np.zeros(4, np.float32)
+    polyir.interpret(import_mlir(text), A, B)
+    np.testing.assert_array_equal(B, [5.0] * 4)
+    np.testing.assert_array_equal(A, [1.0] * 4)
+
+
 def test_iter_args_swap_is_a_parallel_assignment() -> None:
     text = """
     func.func @f(%out: memref<2xi32>) {
@@ -354,6 +372,8 @@ def test_math_functions() -> None:
      "  affine.for %k = 0 to %j {\n  }\n  return\n}", "affine.for", 5, 3),
     ("func.func @f(%a: i32) {\n  %0 = arith.shli %a, %a : i32\n  return\n}", "arith.shli", 2, 3),
     ("func.func @f() {\n  %0 = foo.bar() : () -> i32\n  return\n}", "foo.bar", 2, 8),
+    ("func.func @f(%n: index) {\n  %c = arith.constant 3 : index\n"
+     "  %0 = affine.apply affine_map<(d0)[s0] -> (d0 floordiv s0)>(%c)[%n]\n  return\n}", "affine.apply", 3, 3),
 ])
 def test_unsupported_operations_are_named_with_their_position(text, op, line, column) -> None:
     with pytest.raises(UnsupportedMLIR) as info:

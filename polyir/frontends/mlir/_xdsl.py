@@ -11,7 +11,8 @@ registered in place of the originals (plain subclasses that override only
 * ``affine.max`` is not defined at all;
 * ``symbol(%n)`` inside ``affine.load`` / ``affine.store`` subscripts is not
   accepted;
-* ``arith.remf`` is not defined.
+* ``arith.remf`` is not defined;
+* ``memref.cast`` has no custom syntax.
 
 :class:`LocatedParser` also remembers where each operation starts, so the
 importer can name the line and column of an operation it refuses.
@@ -25,6 +26,7 @@ from xdsl.context import Context
 from xdsl.dialects import affine as xaffine
 from xdsl.dialects import arith as xarith
 from xdsl.dialects import get_all_dialects
+from xdsl.dialects import memref as xmemref
 from xdsl.dialects.builtin import AffineMapAttr, AffineSetAttr, IndexType, MemRefType
 from xdsl.ir import Dialect, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
@@ -179,6 +181,29 @@ def _affine_dialect() -> Dialect:
     return Dialect("affine", ops, list(xaffine.Affine.attributes))
 
 
+class CastOp(xmemref.CastOp):
+    """``memref.cast %m : memref<4xf32> to memref<?xf32>``."""
+
+    name = "memref.cast"
+
+    @classmethod
+    def parse(cls, parser: Parser) -> CastOp:
+        source = parser.parse_unresolved_operand()
+        parser.parse_punctuation(":")
+        source_type = parser.parse_type()
+        parser.parse_keyword("to")
+        target_type = parser.parse_type()
+        attributes = parser.parse_optional_attr_dict()
+        op = cls.build(operands=[parser.resolve_operand(source, source_type)], result_types=[target_type])
+        op.attributes |= attributes
+        return op
+
+
+def _memref_dialect() -> Dialect:
+    ops = [CastOp if op.name == "memref.cast" else op for op in xmemref.MemRef.operations]
+    return Dialect("memref", ops, list(xmemref.MemRef.attributes))
+
+
 def _arith_dialect() -> Dialect:
     return Dialect("arith", [*xarith.Arith.operations, RemfOp], list(xarith.Arith.attributes))
 
@@ -189,10 +214,13 @@ class LocatedParser(Parser):
     def __init__(self, ctx: Context, text: str, name: str) -> None:
         super().__init__(ctx, text, name)
         self.starts: dict[int, Span] = {}
+        self.open: list[Span] = []     # operations being parsed, outermost first
 
     def parse_operation(self) -> Operation:
         start = self._current_token.span
+        self.open.append(start)
         op = super().parse_operation()
+        self.open.pop()
         self.starts[id(op)] = start
         return op
 
@@ -201,7 +229,8 @@ def make_context() -> Context:
     """A context with every xDSL dialect (so any operation parses and can be
     refused by name) and the completed ``affine`` dialect."""
     ctx = Context()
-    completed: dict[str, Callable[[], Dialect]] = {"affine": _affine_dialect, "arith": _arith_dialect}
+    completed: dict[str, Callable[[], Dialect]] = {"affine": _affine_dialect, "arith": _arith_dialect,
+                                                   "memref": _memref_dialect}
     for name, factory in get_all_dialects().items():
         ctx.register_dialect(name, completed.get(name, factory))
     return ctx

@@ -6,7 +6,8 @@ meaning. How polyir maps onto MLIR:
 
 * a buffer parameter is a ``memref`` argument (``?`` for a dimension that is
   not a constant, with ``{polyir.shape = "N, 2*N + 3"}`` recording polyir's
-  shape); a ``Symbol`` parameter an ``index`` argument; a size symbol read
+  shape); a ``Symbol`` parameter an ``index`` argument (``{polyir.name =
+  "N"}`` when a shape names it, so the link survives mlir-opt's renaming); a size symbol read
   from a shape is ``memref.dim`` of a dimension that is exactly that symbol;
 * 0-d locals are ``memref.alloca``, other locals ``memref.alloc`` (freed
   before ``return``), all at function entry;
@@ -199,11 +200,14 @@ class _FunctionExporter:
         if function.kind != "host":
             raise self.refuse(f"{function.kind} function '{function.name}'")
         args = []
+        in_shapes = {v for p in function.params if isinstance(p, Buffer) for d in p.shape for v in d.variables()}
         for param in function.params:
             name = self.fresh(param.name)
             self.ssa[param.name] = name
             if isinstance(param, Symbol):
-                args.append(f"{name}: index")
+                # polyir.shape names it: keep the name when mlir-opt renames the argument
+                attrs = f' {{polyir.name = "{param.name}"}}' if param.name in in_shapes else ""
+                args.append(f"{name}: index{attrs}")
                 continue
             self.check_space(param)
             attrs = ""

@@ -16,7 +16,8 @@ and builds polyir's buffer-based statements from MLIR's SSA values:
   recomputed;
 * dynamic memref dimensions of arguments become size symbols, named after the
   ``memref.dim`` result that reads them (or ``A_d0``), unless the argument
-  carries ``{polyir.shape = "N, 2*N + 3"}`` (written by the exporter);
+  carries ``{polyir.shape = "N, 2*N + 3"}`` (written by the exporter, with
+  ``{polyir.name = "N"}`` on the ``index`` argument a shape refers to);
   ``index`` arguments become ``Symbol`` parameters, scalar arguments 0-d
   buffers; ``memref.alloc``/``alloca`` become function locals.
 
@@ -90,6 +91,13 @@ def import_mlir(text: str, source_name: str = "<mlir>") -> Module:
                       else "outside the imported subset")
             raise UnsupportedMLIR(name, line, column, _WHY_NOT.get(name, detail), source_name) from None
         raise ParseError(message, location.line, location.col, source_name) from None
+    except NotImplementedError as error:   # xDSL's parser has no semi-affine expressions
+        start = parser.open[-1] if parser.open else parser._current_token.span
+        location = start.get_location()
+        found = re.match(r'\s*(?:%[^=]*=\s*)?"?([\w.]+)', text[start.start:])
+        raise UnsupportedMLIR(found.group(1) if found else "?", location.line, location.col,
+                              f"semi-affine map (a product or division by a symbol): {error}",
+                              source_name) from None
     try:
         xmodule.verify()
     except VerifyException as error:
@@ -123,6 +131,11 @@ def _position(text: str, offset: int) -> tuple[int, int]:
     offset = max(offset, 0)
     line = text.count("\n", 0, offset) + 1
     return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
+def _string_attr(attrs: Any, key: str) -> str | None:
+    value = attrs.data.get(key) if attrs is not None else None
+    return value.data if isinstance(value, builtin.StringAttr) else None
 
 
 def _count_uses(value: SSAValue) -> int:
@@ -180,7 +193,9 @@ class _FunctionImporter:
             raise _Refusal(op, "a function body with several blocks (unstructured control flow)")
         if op.function_type.outputs.data:
             raise _Refusal(op, "functions with results are not imported; write results to a memref argument")
-        name = self.names.fresh(op.sym_name.data, "f")
+        name = op.sym_name.data
+        if not _IDENTIFIER.match(name) or name in RESERVED_WORDS:
+            name = "f_" + re.sub(r"\W", "_", name)
         block = op.body.block
         params = self._params(op, block)
         body = self._convert_block(block, None)
@@ -209,7 +224,13 @@ class _FunctionImporter:
         hints = self._dim_hints(block)
         params: list[Buffer | Symbol] = []
         # names first, so that symbols named by polyir.shape keep their names
-        arg_names = [self.names.fresh(arg.name_hint, f"arg{i}") for i, arg in enumerate(block.args)]
+        given = [_string_attr(attrs, "polyir.name") for attrs in arg_attrs]
+        for name in given:
+            if name is not None and _IDENTIFIER.match(name) and name not in self.names.used:
+                self.names.used.add(name)
+        arg_names = [name if name is not None and _IDENTIFIER.match(name)
+                     else self.names.fresh(arg.name_hint, f"arg{i}")
+                     for i, (arg, name) in enumerate(zip(block.args, given, strict=True))]
         self.index_args = {name for arg, name in zip(block.args, arg_names, strict=True)
                            if isinstance(arg.type, builtin.IndexType)}
         for i, (arg, name, attrs) in enumerate(zip(block.args, arg_names, arg_attrs, strict=True)):
@@ -519,7 +540,11 @@ class _FunctionImporter:
         found: set[str] = set()
         for inner in op.walk():
             if inner.name in ("affine.store", "memref.store"):
-                value = self.values.get(inner.operands[1])
+                memref = inner.operands[1]
+                while memref not in self.values and isinstance(memref.owner, Operation) \
+                        and memref.owner.name == "memref.cast":
+                    memref = memref.owner.operands[0]     # an alias made inside ``op``
+                value = self.values.get(memref)
                 if isinstance(value, MemrefValue):
                     found.add(value.buffer.name)
         return found
