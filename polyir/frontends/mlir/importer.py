@@ -11,9 +11,9 @@ and builds polyir's buffer-based statements from MLIR's SSA values:
 * a value that reads memory is evaluated where it is defined, not where it is
   used: when a store (or a loop or ``if`` that stores) to a buffer it reads
   comes between, the value is first saved in a scalar temporary (a 0-d
-  local). Values used several times with large expressions, and values with
-  math calls used inside an inner loop, are also saved once instead of being
-  recomputed;
+  local). Values with large expressions (more than ``_BIG_EXPRESSION``
+  nodes) that are used several times or inside an inner loop are also saved
+  once instead of being recomputed;
 * dynamic memref dimensions of arguments become size symbols, named after the
   ``memref.dim`` result that reads them (or ``A_d0``), unless the argument
   carries ``{polyir.shape = "N, 2*N + 3"}`` (written by the exporter, with
