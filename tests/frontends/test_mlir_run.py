@@ -105,8 +105,8 @@ func f(A: f32[16], B: f32[16], C: f32[16]) {
   for i = 0 to 16 {
     S0: T[i] = exp(A[i])
   }
-  for i = 0 to 16 {
-    S1: C[i] = T[i] + B[i]
+  for k = 0 to 16 {
+    S1: C[k] = T[k] + B[k]
   }
 }
 """

@@ -10,7 +10,8 @@ meaning. How polyir maps onto MLIR:
   "N"}`` when a shape names it, so the link survives mlir-opt's renaming); a size symbol read
   from a shape is ``memref.dim`` of a dimension that is exactly that symbol;
 * 0-d locals are ``memref.alloca``, other locals ``memref.alloc`` (freed
-  before ``return``), all at function entry;
+  before ``return``), at function entry; loop-scoped locals (``For.locals``)
+  the same way at the top of the loop body, freed at its end;
 * ``for`` is ``affine.for`` with max/min bound maps; ``parallel``, ``unroll``
   and ``vectorize`` ride along as discardable attributes
   ``{polyir.parallel, polyir.unroll = 4 : i64}``; ``if`` is ``affine.if``
@@ -216,7 +217,7 @@ class _FunctionExporter:
             args.append(f"{name}: {memref_type(param)}{attrs}")
         header = f"  func.func @{function.name}({', '.join(args)}) {{"
         self.define_symbols()
-        freed = self.allocate_locals()
+        freed = self.allocate_locals(function.locals)
         self.block(function.body)
         for name, buffer in freed:
             self.emit(f"memref.dealloc {name} : {memref_type(buffer)}")
@@ -255,9 +256,10 @@ class _FunctionExporter:
                 raise ExportError(f"function '{self.function.name}': size symbol '{symbol}' is not a "
                                   f"whole dimension of any argument")
 
-    def allocate_locals(self) -> list[tuple[str, Buffer]]:
+    def allocate_locals(self, buffers: Iterable[Buffer]) -> list[tuple[str, Buffer]]:
+        """Allocate ``buffers`` here; returns the ones to free at the end of the block."""
         freed = []
-        for buffer in self.function.locals:
+        for buffer in buffers:
             self.check_space(buffer)
             name = self.fresh(buffer.name)
             self.ssa[buffer.name] = name
@@ -365,7 +367,11 @@ class _FunctionExporter:
         self.ssa[node.var] = var
         self.loop_vars.append(node.var)
         self.depth += 1
+        # loop-scoped locals (``For.locals`` where the IR has them): fresh in every iteration
+        freed = self.allocate_locals(getattr(node, "locals", ()))
         self.block(node.body)
+        for name, buffer in freed:
+            self.emit(f"memref.dealloc {name} : {memref_type(buffer)}")
         self.depth -= 1
         self.loop_vars.pop()
         if saved is not None:
