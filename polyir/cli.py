@@ -1,17 +1,19 @@
 """``polyir-opt``: parse IR text, run a pass pipeline, print the result.
 
     polyir-opt FILE --pipeline "simplify-bounds,canonicalize-names" [-o OUT]
-                    [--target cpu|cuda:sm_80|...] [--remarks] [--verify-each]
-                    [--dump-after-each] [--list-passes]
+                    [--target cpu|cuda:sm_80|...] [--remarks] [--emit polyir|mlir]
+                    [--verify-each] [--dump-after-each] [--list-passes]
 
-``FILE`` may be ``-`` for standard input. The input is verified before any
-pass runs, and the output of every pass after it (a pass whose output is
-invalid has failed). ``--target`` is what the passes see as the target
-(default: the host CPU). ``--remarks`` prints each pass's remarks (what it
-did not do and why) to standard error. Errors print ``polyir-opt: error:
-FILE:LINE:COL: message`` (or ``FILE: message`` when there is no position) to
-standard error and exit with status 1; no traceback, and ``-o`` is not
-written.
+``FILE`` may be ``-`` for standard input. A ``.mlir`` file is read as affine
+MLIR (``polyir.frontends.mlir``); the result is written as MLIR with
+``--emit mlir`` or when ``-o`` names a ``.mlir`` file, else as polyir text.
+The input is verified before any pass runs, and the output of every pass
+after it (a pass whose output is invalid has failed). ``--target`` is what
+the passes see as the target (default: the host CPU). ``--remarks`` prints
+each pass's remarks (what it did not do and why) to standard error. Errors
+print ``polyir-opt: error: FILE:LINE:COL: message`` (or ``FILE: message``
+when there is no position) to standard error and exit with status 1; no
+traceback, and ``-o`` is not written.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ import tempfile
 from collections.abc import Sequence
 from typing import TextIO
 
-from polyir.errors import ParseError, PassError, PolyirError, VerifyError
+from polyir.errors import ParseError, PassError, PolyirError, UnsupportedMLIR, VerifyError
 
 PROGRAM = "polyir-opt"
 
@@ -42,6 +44,8 @@ def _argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--remarks", action="store_true",
                         help="print the passes' remarks (what they did not do, and why) to standard error")
     parser.add_argument("-o", "--output", help="write the result here instead of standard output")
+    parser.add_argument("--emit", choices=("polyir", "mlir"),
+                        help="output format (default: mlir when -o ends in .mlir, else polyir)")
     parser.add_argument("--verify-each", action="store_true", help="verify the IR after every pass")
     parser.add_argument("--dump-after-each", action="store_true",
                         help="print the IR after every pass to standard error")
@@ -77,6 +81,8 @@ def _message(error: PolyirError, source: str) -> str:
         return f"<pipeline>:1:{error.column}: {error.message}\n  {error.pipeline}\n  {' ' * error.position}^"
     if isinstance(error, ParseError):
         return f"{_location_of(error, source)}: {error.message}"
+    if isinstance(error, UnsupportedMLIR):
+        return str(error)
     if isinstance(error, VerifyError):
         return f"{source}: invalid IR: {error}"
     if isinstance(error, PassError):
@@ -117,7 +123,11 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     except ValueError as error:
         raise _Failure(f"--target: {error}") from None
     text, source = _read(args.file, stdin)
-    module = parse(text, source)
+    if args.file.endswith(".mlir"):
+        from polyir.frontends.mlir import import_mlir
+        module = import_mlir(text, source)
+    else:
+        module = parse(text, source)
     verify(module)
     ctx = PassContext(target)
     try:
@@ -128,7 +138,12 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
             for remark in ctx.remarks:
                 stderr.write(f"remark: {remark}\n")
     verify(result)
-    output = f"{str(result).rstrip()}\n"
+    emit = args.emit or ("mlir" if args.output and args.output.endswith(".mlir") else "polyir")
+    if emit == "mlir":
+        from polyir.frontends.mlir import export_mlir
+        output = export_mlir(result)
+    else:
+        output = f"{str(result).rstrip()}\n"
     if args.output:
         try:
             _write_atomically(args.output, output)

@@ -69,3 +69,20 @@ class CompileError(PolyirError):
 
 class DeviceError(PolyirError):
     """No GPU, no CuPy, or a CUDA driver failure."""
+
+
+class UnsupportedMLIR(UnsupportedOp):
+    """An MLIR operation (or type, attribute) outside the subset polyir imports;
+    names the operation and its 1-based ``line`` and ``column`` in the text."""
+
+    def __init__(self, op: str, line: int, column: int, detail: str = "", source_name: str = "<mlir>"):
+        self.op, self.line, self.column, self.detail = op, line, column, detail
+        self.source_name, self.node = source_name, f"{line}:{column}"
+        extra = f": {detail}" if detail else ""
+        PolyirError.__init__(self, f"{source_name}:{line}:{column}: unsupported MLIR operation "
+                                   f"'{op}'{extra}")
+
+
+class ExportError(PolyirError):
+    """IR that has no affine-MLIR form (GPU-mapped IR, a construct with no MLIR
+    equivalent); names the function and the construct."""

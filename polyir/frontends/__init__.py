@@ -4,4 +4,5 @@
   (``pycheck`` checks the subset, ``pyexpr``/``pyast`` lower it, ``pytypes``
   holds the numpy-style type promotion).
 * ``polyir.frontends.fx`` / ``aten``  PyTorch graphs.
+* ``polyir.frontends.mlir``  affine MLIR in (via xDSL) and out.
 """
