@@ -18,8 +18,8 @@ import torch
 
 from polyir.frontends.aten.context import LoweringContext, TensorValue, accumulator_dtype, const, packet
 from polyir.frontends.aten.norm import used_outputs
-from polyir.frontends.aten.reduction import accumulate
 from polyir.frontends.aten.registry import register
+from polyir.frontends.lowering.reduce import accumulate
 from polyir.ir.affine import Aff, Constraint
 from polyir.ir.nodes import BinOp, Compare, Expr, For, Node, Select
 
