@@ -52,11 +52,7 @@ def pointwise(ctx: LoweringContext, node: torch.fx.Node, operands: Sequence[Oper
               compute: DType, fn: Callable[..., Expr]) -> TensorValue:
     """One nest: ``out[idx] = fn(*operands at idx, cast to compute)``, broadcasting."""
     out = ctx.result(node)
-
-    def element(idx: list) -> Expr:
-        return fn(*[ctx.operand(v, idx, out.shape, compute) for v in operands])
-
-    ctx.map_elements(out, element, hint="i")
+    ctx.map_operands(out, operands, compute, fn)
     return out
 
 

@@ -272,6 +272,15 @@ class LoweringContext:
         self._statements += 1
         return Assign(name, target.buffer, target.subscripts(idx), self.cast(value, target.dtype))
 
+    def store(self, target: TensorValue, indices: Sequence[Index], value: Expr) -> Assign:
+        """``S: target[indices] = value`` with subscripts given as they are
+        (affine or value expressions: a scatter); ``target`` is a whole buffer."""
+        if not target.is_identity:
+            raise ValueError(f"{target.buffer}: a scatter needs a whole buffer, not a view")
+        name = f"S{self._statements}"
+        self._statements += 1
+        return Assign(name, target.buffer, tuple(indices), self.cast(value, target.dtype))
+
     def loops(self, shape: Sequence[int], hint: str = "i") -> tuple[list[Aff], list[tuple[str, int]]]:
         """Index expressions for iterating over ``shape`` and the loops that bind
         them; a dimension of extent 1 gets the constant 0 and no loop."""
@@ -307,6 +316,14 @@ class LoweringContext:
         """One nest writing ``out[idx] = element(idx)`` for every element."""
         idx, loops = self.loops(out.shape, hint)
         self.emit(self.nest(loops, [self.assign(out, idx, element(idx))]))
+
+    def map_operands(self, out: TensorValue, operands: Sequence[Operand], compute: DType,
+                     fn: Callable[..., Expr]) -> None:
+        """One nest: ``out[idx] = fn(*operands at idx, cast to compute)``, with
+        the operands broadcast to ``out``'s shape (numbers become constants)."""
+        def element(idx: list[Aff]) -> Expr:
+            return fn(*[self.operand(v, idx, out.shape, compute) for v in operands])
+        self.map_elements(out, element, hint="i")
 
     def copy(self, source: TensorValue, target: TensorValue) -> None:
         """A nest copying ``source`` into ``target`` (same shape), with a cast."""

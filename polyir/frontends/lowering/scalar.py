@@ -96,3 +96,14 @@ def small_power(x: Expr, exponent: int, dtype: DType) -> Expr:
             base = BinOp("*", base, base)
     assert result is not None
     return BinOp("/", const(1, dtype), result) if exponent < 0 else result
+
+
+def nan_max(acc: Expr, value: Expr) -> Expr:
+    """``max`` that lets NaN through (from either side), as torch's max pooling
+    and XLA's ``max`` do; IR ``max`` drops NaN."""
+    return Select(BinOp("or", Compare(">", value, acc), Compare("!=", value, value)), value, acc)
+
+
+def nan_min(acc: Expr, value: Expr) -> Expr:
+    """``min`` that lets NaN through (from either side)."""
+    return Select(BinOp("or", Compare("<", value, acc), Compare("!=", value, value)), value, acc)
