@@ -67,7 +67,7 @@ class JitFunction:
             self._signature = None
         self.plans: dict[Any, Plan] = {}
         self.last_plan: Plan | None = None
-        functools.update_wrapper(self, fn)  # type: ignore[arg-type]
+        functools.update_wrapper(self, fn)
 
     # -- signature ---------------------------------------------------------
     def _split(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any, list[Any]]:
@@ -103,7 +103,7 @@ class JitFunction:
         static, dynamic, leaves = self._split(args, kwargs)
         tree = jax.tree_util.tree_structure(dynamic)
         key = (static[0], tree, tuple(_leaf_key(leaf) for leaf in leaves),
-               bool(jax.config.jax_enable_x64))
+               bool(jax.config.read("jax_enable_x64")))
         plan = self.plans.get(key)
         if plan is None:
             plan = self._compile(static, tree, leaves)

@@ -82,8 +82,13 @@ class Equation:
 
     def run(self, *args: Any) -> list[Any]:
         """Apply the primitive with JAX to ``args`` (arrays or scalars)."""
-        subfuns, params = self.primitive.get_bind_params(self.params)
-        result = self.primitive.bind(*subfuns, *args, **params)
+        bound = self.primitive.get_bind_params(self.params)
+        if isinstance(bound, tuple):  # JAX before 0.7: (sub-functions, parameters)
+            subfuns, params = bound
+            args = (*subfuns, *args)
+        else:
+            params = bound
+        result = self.primitive.bind(*args, **params)
         return list(result) if self.primitive.multiple_results else [result]
 
 
@@ -158,12 +163,14 @@ def flatten(closed: Any, names: Sequence[str] | None = None) -> Graph:
     inputs = [_aval_value(var.aval, namer.make(names[i] if names and i < len(names) else "arg"))
               for i, var in enumerate(closed.jaxpr.invars)]
     graph = Graph(inputs, [], [])
-    graph.outputs = _inline(closed.jaxpr, closed.consts, list(inputs), graph, namer)
+    graph.outputs = _inline(closed.jaxpr, closed.consts, list(inputs), graph, namer, "")
     return graph
 
 
 def _inline(jaxpr: Any, consts: Sequence[Any], args: list[Atom], graph: Graph,
-            namer: _Names) -> list[Atom]:
+            namer: _Names, where: str) -> list[Atom]:
+    """Append ``jaxpr``'s equations (calls inlined) to ``graph``; its results.
+    ``where`` is the call site, for equations whose own source is JAX's."""
     env: dict[Any, Atom] = {}
     for var, value in zip(jaxpr.constvars, consts, strict=True):
         env[var] = _constant(value, var.aval, graph, namer)
@@ -179,15 +186,16 @@ def _inline(jaxpr: Any, consts: Sequence[Any], args: list[Atom], graph: Graph,
 
     for eqn in jaxpr.eqns:
         operands = [read(a) for a in eqn.invars]
+        here = _summary(eqn) or where
         body = _body(eqn)
         if body is not None:
-            results = _inline(body[0], body[1], operands, graph, namer)
+            results = _inline(body[0], body[1], operands, graph, namer, here)
             for var, result in zip(eqn.outvars, results, strict=True):
                 env[var] = result
             continue
         outputs = [_aval_value(var.aval, namer.make(eqn.primitive.name)) for var in eqn.outvars]
         graph.equations.append(Equation(eqn.primitive, dict(eqn.params), operands, outputs,
-                                        _summary(eqn), _first_line(eqn)))
+                                        here, _first_line(eqn)))
         for var, value in zip(eqn.outvars, outputs, strict=True):
             if not isinstance(var, jcore.DropVar):
                 env[var] = value

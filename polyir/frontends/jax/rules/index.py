@@ -42,8 +42,9 @@ def lower_dynamic_slice(ctx: JaxLoweringContext, eqn: Equation, x: TensorValue,
                         *starts: Any) -> TensorValue:
     sizes = [int(s) for s in eqn.params["slice_sizes"]]
     clamped_starts = [_start(ctx, s, x.shape[d], sizes[d]) for d, s in enumerate(starts)]
-    if all(isinstance(s, int) for s in clamped_starts):
-        return strided_view(x, sizes, [int(s) for s in clamped_starts], [1] * x.rank)
+    static = [s for s in clamped_starts if isinstance(s, int)]
+    if len(static) == len(clamped_starts):
+        return strided_view(x, sizes, static, [1] * x.rank)
     out = ctx.result(eqn)
     table = plain(ctx, x)
     ctx.map_elements(out, lambda idx: Load(table.buffer, _subscripts(clamped_starts, idx)))
