@@ -33,6 +33,7 @@ from polyir.errors import ArgumentError, UnsupportedOp
 from polyir.frontends.aten import LoweredSegment, lower_segment, op_name, unsupported_reason
 from polyir.frontends.aten.context import node_meta
 from polyir.frontends.lowering.partition import group_by_fallback_depth
+from polyir.frontends.lowering.registry import summarize
 
 aten = torch.ops.aten
 
@@ -426,16 +427,8 @@ class CompiledModel:
         plan = self.last_plan
         if plan is None:
             return {}
-        ops: dict[str, int] = {}
-        nests = 0
-        for segment in plan.segments:
-            assert segment.lowered is not None
-            nests += segment.lowered.loop_nests
-            for name, count in segment.lowered.ops.items():
-                ops[name] = ops.get(name, 0) + count
-        return {"ops": dict(sorted(ops.items())), "loop_nests": nests,
-                "functions": len(plan.segments),
-                "fallbacks": sorted({op_name(s.node.target) for s in plan.fallbacks})}
+        return summarize([s.lowered for s in plan.segments],
+                         (op_name(s.node.target) for s in plan.fallbacks))
 
     def ir(self) -> list[Any]:
         """The lowered modules of the latest plan (before the pass pipeline)."""

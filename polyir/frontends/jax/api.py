@@ -21,6 +21,7 @@ from polyir.errors import ArgumentError
 from polyir.frontends.jax import rules  # noqa: F401  (fills the lowering table)
 from polyir.frontends.jax.graph import flatten
 from polyir.frontends.jax.plan import Plan, build_plan
+from polyir.frontends.lowering.registry import summarize
 
 
 def _leaf_key(leaf: Any) -> Any:
@@ -143,16 +144,7 @@ class JitFunction:
         plan = self.last_plan
         if plan is None:
             return {}
-        ops: dict[str, int] = {}
-        nests = 0
-        for segment in plan.segments:
-            assert segment.lowered is not None
-            nests += segment.lowered.loop_nests
-            for name, count in segment.lowered.ops.items():
-                ops[name] = ops.get(name, 0) + count
-        return {"ops": dict(sorted(ops.items())), "loop_nests": nests,
-                "functions": len(plan.segments),
-                "fallbacks": sorted({s.equation.name for s in plan.fallbacks})}
+        return summarize([s.lowered for s in plan.segments], (s.equation.name for s in plan.fallbacks))
 
     def ir(self) -> list[Any]:
         """The lowered modules of the latest plan (before any pass pipeline)."""

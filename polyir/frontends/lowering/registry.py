@@ -5,7 +5,7 @@ the jaxpr table by primitive name; both are filled with the decorator that
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,3 +55,18 @@ class LoweredSegment:
     @property
     def loop_nests(self) -> int:
         return sum(isinstance(node, For) for node in self.module.entry.body)
+
+
+def summarize(lowered: Sequence[LoweredSegment | None], fallbacks: Iterable[str]) -> dict[str, Any]:
+    """What a compiled plan holds: ``ops`` (operators lowered, with counts),
+    ``loop_nests``, ``functions`` (polyir functions) and ``fallbacks`` (the
+    operators left to the framework, sorted, once each)."""
+    ops: dict[str, int] = {}
+    nests = 0
+    for segment in lowered:
+        assert segment is not None
+        nests += segment.loop_nests
+        for name, count in segment.ops.items():
+            ops[name] = ops.get(name, 0) + count
+    return {"ops": dict(sorted(ops.items())), "loop_nests": nests, "functions": len(lowered),
+            "fallbacks": sorted(set(fallbacks))}
