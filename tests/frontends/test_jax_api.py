@@ -152,3 +152,16 @@ def test_the_jax_frontend_needs_no_torch(tmp_path: Path) -> None:
                             timeout=300, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin",
                                               "JAX_PLATFORMS": "cpu"})
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
+
+
+def test_jax_transformations_trace_the_original_function() -> None:
+    def loss(w: jax.Array, x: jax.Array) -> jax.Array:
+        return jnp.sum(jnp.tanh(x @ w) ** 2)
+
+    compiled = polyir.jax.jit(loss, target="interpret")
+    w, x = rand((3, 2), seed=1), rand((4, 3), seed=2)
+    assert_close(jax.grad(compiled)(w, x), jax.grad(loss)(w, x))
+    assert_close(jax.jit(compiled)(w, x), jax.jit(loss)(w, x))
+    assert_close(jax.vmap(compiled, in_axes=(None, 0))(w, x[:, None]),
+                 jax.vmap(loss, in_axes=(None, 0))(w, x[:, None]))
+    assert compiled.plans == {}  # nothing was compiled for tracers

@@ -16,6 +16,7 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax.core import Tracer
 
 from polyir.errors import ArgumentError
 from polyir.frontends.jax import rules  # noqa: F401  (fills the lowering table)
@@ -45,7 +46,9 @@ class JitFunction:
     """The callable ``polyir.jax.jit(fn)`` returns.
 
     Calling it runs the plan compiled for the arguments' signature, compiling
-    it first when there is none. ``plans`` maps each signature to its
+    it first when there is none. Called on tracers (inside ``jax.grad``,
+    ``jax.vmap`` or an enclosing ``jax.jit``) it calls ``fn`` itself, so JAX
+    transforms the original function; polyir compiles only concrete calls. ``plans`` maps each signature to its
     :class:`~polyir.frontends.jax.plan.Plan`; :meth:`summary` and :meth:`ir`
     describe the latest one; :meth:`lower` traces and compiles without
     running.
@@ -130,8 +133,12 @@ class JitFunction:
 
     # -- calls -------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        plan = self.plan_for(*args, **kwargs)
         _, _, leaves = self._split(args, kwargs)
+        if any(isinstance(leaf, Tracer) for leaf in leaves):
+            # Under a JAX transformation (grad, vmap, an enclosing jit) JAX traces
+            # the function itself: compiled code cannot be differentiated or batched.
+            return self.fn(*args, **kwargs)
+        plan = self.plan_for(*args, **kwargs)
         return jax.tree_util.tree_unflatten(plan.out_tree, plan.run(leaves))
 
     def lower(self, *args: Any, **kwargs: Any) -> Plan:
