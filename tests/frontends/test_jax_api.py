@@ -13,7 +13,7 @@ from jax_support import assert_close, check, jax, jnp, rand
 
 import polyir
 from polyir.frontends.jax import PolyirJaxFallbackWarning
-from polyir.frontends.jax.plan import aligned_empty, host_array, to_jax
+from polyir.frontends.jax.plan import JaxSegment, aligned_empty, host_array, to_jax
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -70,6 +70,13 @@ def test_outputs_are_jax_arrays_taken_over_without_a_copy() -> None:
     assert host_array(x, x.dtype).ctypes.data == x.unsafe_buffer_pointer()  # inputs: a view
 
 
+def test_an_input_returned_as_it_is_is_copied() -> None:
+    x = rand((4, 16))
+    same, doubled = polyir.jax.jit(lambda v: (v, v * 2))(x)
+    x[0, 0] = 1000.0
+    assert float(same[0, 0]) != 1000.0 and float(doubled[0, 0]) != 2000.0
+
+
 def test_inputs_outputs_constants_and_empty_arrays() -> None:
     table = rand((4, 3), seed=5)  # closed over: a constant of the jaxpr
 
@@ -102,6 +109,11 @@ def test_fallback_runs_unsupported_primitives_in_jax_with_one_warning() -> None:
     summary = compiled.summary()
     assert set(summary["fallbacks"]) == {"sort", "scan", "while", "convert_element_type"}
     assert summary["functions"] >= 2 and "tanh" in summary["ops"] and "exp" in summary["ops"]
+    # Consecutive JAX-run equations share one jax.jit call.
+    plan = compiled.last_plan
+    assert plan is not None
+    jax_runs = [s for s in plan.steps if isinstance(s, JaxSegment)]
+    assert 1 <= len(jax_runs) < len(plan.fallbacks)
 
 
 def test_fallback_false_raises_unsupported_op_naming_primitive_and_equation() -> None:

@@ -2,8 +2,8 @@
 
 Equations the lowering table covers are grouped into segments (one polyir
 function each, by :func:`~polyir.frontends.lowering.partition.group_by_fallback_depth`,
-as the fx frontend groups nodes); the others run through JAX itself, each as
-its primitive applied to its operands. Values move between the two as host
+as the fx frontend groups nodes); the others run through JAX itself, each run
+of them as one ``jax.jit`` of their primitives. Values move between the two as host
 arrays: numpy views of JAX CPU arrays going in, and results allocated on
 64-byte boundaries so JAX takes them over through DLPack without a copy
 coming out.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Union
 
 import jax
 import jax.numpy as jnp
@@ -50,11 +50,39 @@ class JaxStep:
     reason: str
 
 
-Step = Any  # Segment | JaxStep
+@dataclass
+class JaxSegment:
+    """Consecutive equations run by JAX, as one ``jax.jit`` of their primitives."""
+
+    steps: list[JaxStep]
+    inputs: list[Value] = field(default_factory=list)
+    outputs: list[Value] = field(default_factory=list)
+    function: Any = None
+
+    @property
+    def equations(self) -> list[Equation]:
+        return [step.equation for step in self.steps]
+
+    def compile(self) -> None:
+        """``function``: the equations' primitives applied in order, under ``jax.jit``."""
+        equations, inputs, outputs = self.equations, self.inputs, self.outputs
+
+        def evaluate(*arrays: Any) -> list[Any]:
+            env: dict[Value, Any] = dict(zip(inputs, arrays, strict=True))
+            for eqn in equations:
+                operands = [a.value if isinstance(a, Literal) else env[a] for a in eqn.inputs]
+                for value, result in zip(eqn.outputs, eqn.run(*operands), strict=True):
+                    env[value] = result
+            return [env[v] for v in outputs]
+        self.function = jax.jit(evaluate)
+
+
+Step = Union[Segment, JaxSegment]
 
 
 def partition(graph: Graph) -> list[Step]:
-    """Steps in execution order: segments of supported equations and JAX steps."""
+    """Steps in execution order: segments of supported equations, compiled by
+    polyir, and runs of the other equations, run by JAX."""
     producer: dict[Value, Equation] = {}
     for eqn in graph.equations:
         for value in eqn.outputs:
@@ -64,25 +92,30 @@ def partition(graph: Graph) -> list[Step]:
     def inputs_of(eqn: Equation) -> list[Equation]:
         return [producer[a] for a in eqn.inputs if isinstance(a, Value) and a in producer]
 
-    steps: list[Step] = [Segment(members) if compiled else JaxStep(members[0], reasons[members[0]] or "")
-                         for compiled, members in group_by_fallback_depth(graph.equations, inputs_of, reasons)]
-    used_outside: dict[Value, set[int]] = {}
+    steps: list[Step] = []
+    for compiled, members in group_by_fallback_depth(graph.equations, inputs_of, reasons):
+        if compiled:
+            steps.append(Segment(members))
+        else:
+            jax_step = JaxStep(members[0], reasons[members[0]] or "")
+            if steps and isinstance(steps[-1], JaxSegment):
+                steps[-1].steps.append(jax_step)
+            else:
+                steps.append(JaxSegment([jax_step]))
+    used_by: dict[Value, set[int]] = {}
     for position, step in enumerate(steps):
-        for eqn in step.equations if isinstance(step, Segment) else [step.equation]:
+        for eqn in step.equations:
             for atom in eqn.inputs:
                 if isinstance(atom, Value):
-                    used_outside.setdefault(atom, set()).add(position)
+                    used_by.setdefault(atom, set()).add(position)
     graph_outputs = {a for a in graph.outputs if isinstance(a, Value)}
     for position, step in enumerate(steps):
-        if not isinstance(step, Segment):
-            continue
         made = [v for eqn in step.equations for v in eqn.outputs]
         made_here = set(made)
         step.inputs = list(dict.fromkeys(a for eqn in step.equations for a in eqn.inputs
                                          if isinstance(a, Value) and a not in made_here))
-        step.outputs = [v for v in made if v in graph_outputs
-                        or used_outside.get(v, set()) - {position}]
-    return [s for s in steps if not isinstance(s, Segment) or s.outputs]
+        step.outputs = [v for v in made if v in graph_outputs or used_by.get(v, set()) - {position}]
+    return [s for s in steps if s.outputs]
 
 
 def build_module(module: Any, target: Any, pipeline: str | None) -> Any:
@@ -128,12 +161,13 @@ def host_array(value: Any, dtype: Any) -> np.ndarray:
     return array
 
 
-def to_jax(value: Any, dtype: Any) -> Any:
-    """A JAX array of ``value``: JAX arrays as they are; polyir's aligned results
-    through DLPack without a copy (bf16 results are narrowed from float32)."""
+def to_jax(value: Any, dtype: Any, adopt: bool = True) -> Any:
+    """A JAX array of ``value``: JAX arrays as they are; with ``adopt``, an
+    aligned host array (a result polyir allocated) through DLPack without a
+    copy; anything else copied (bf16 results are narrowed from float32)."""
     if isinstance(value, jax.Array):
         return value
-    if _is_bf16(dtype) or not isinstance(value, np.ndarray):
+    if not adopt or _is_bf16(dtype) or not isinstance(value, np.ndarray):
         return jnp.asarray(value, dtype=dtype)
     if value.flags.c_contiguous and value.flags.writeable and value.ctypes.data % 64 == 0:
         try:
@@ -159,7 +193,7 @@ class Plan:
 
     @property
     def fallbacks(self) -> list[JaxStep]:
-        return [s for s in self.steps if isinstance(s, JaxStep)]
+        return [step for s in self.steps if isinstance(s, JaxSegment) for step in s.steps]
 
     def run(self, leaves: Sequence[Any]) -> list[Any]:
         """The flat outputs (JAX arrays) for the flat inputs ``leaves``."""
@@ -169,14 +203,15 @@ class Plan:
         for constant in self.graph.constants:
             env[constant] = constant.constant
 
+        made: set[Atom] = set()
+
         def read(atom: Atom) -> Any:
             return atom.value if isinstance(atom, Literal) else env[atom]
 
         for step in self.steps:
-            if isinstance(step, JaxStep):
-                eqn = step.equation
-                results = eqn.run(*[_jax_operand(read(a), a) for a in eqn.inputs])
-                for value, result in zip(eqn.outputs, results, strict=True):
+            if isinstance(step, JaxSegment):
+                results = step.function(*[_jax_operand(env[v], v) for v in step.inputs])
+                for value, result in zip(step.outputs, results, strict=True):
                     env[value] = result
                 continue
             arrays = [host_array(env[v], v.dtype) for v in step.inputs]
@@ -185,7 +220,10 @@ class Plan:
             step.executable(*arrays, *outs)
             for value, out in zip(step.outputs, outs, strict=True):
                 env[value] = out
-        return [to_jax(read(atom), atom.dtype) for atom in self.graph.outputs]
+                made.add(value)
+        # Only buffers polyir wrote are adopted: a caller's array returned as it
+        # came in is copied, so changing it later cannot change the result.
+        return [to_jax(read(atom), atom.dtype, adopt=atom in made) for atom in self.graph.outputs]
 
 
 def _jax_operand(value: Any, atom: Atom) -> Any:
@@ -205,6 +243,9 @@ def build_plan(graph: Graph, out_tree: Any, *, target: Any, fallback: bool,
     if unsupported and not fallback:
         first = unsupported[0]
         raise UnsupportedOp(first.equation.name, first.equation.describe(), first.reason)
+    for step in plan.steps:
+        if isinstance(step, JaxSegment):
+            step.compile()
     for index, segment in enumerate(plan.segments):
         name = "forward" if len(plan.segments) == 1 else f"segment{index}"
         segment.lowered = lower_segment(segment.equations, segment.inputs, segment.outputs, name)
