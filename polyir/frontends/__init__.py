@@ -4,4 +4,7 @@
   (``pycheck`` checks the subset, ``pyexpr``/``pyast`` lower it, ``pytypes``
   holds the numpy-style type promotion).
 * ``polyir.frontends.fx`` / ``aten``  PyTorch graphs.
+* ``polyir.frontends.jax``  jaxprs (``polyir.jax.jit``).
+* ``polyir.frontends.lowering``  the framework-neutral builders both graph
+  frontends lower with (no torch, no jax).
 """
