@@ -18,7 +18,7 @@ from typing import Any
 
 from bench.caches import WARMUP_SECONDS, polyir_cache
 from bench.config import cpu_target
-from bench.timing import interleaved_medians, ratio
+from bench.timing import interleaved_medians, ratio, record_medians
 
 QUICK_MODELS = ["mlp_layernorm"]
 NOTE = None
@@ -83,9 +83,7 @@ def bench_model(name: str, batch: int, repeats: int) -> dict[str, Any]:
     except Exception as error:  # report it and keep measuring XLA
         notes.append(f"polyir failed: {type(error).__name__}: {str(error)[:160]}")
     samples = interleaved_medians(contenders, repeats, warmup=2, min_seconds=0.01)
-    for who, sample in samples.items():
-        row[f"{who}_s"] = sample.median
-        row[f"{who}_spread"] = round(sample.spread, 3)
+    record_medians(row, samples)
     row["ratio_vs_xla"] = ratio(row.get("polyir_s"), row.get("xla_s"))
     row["ratio_compile_vs_xla"] = ratio(row.get("polyir_compile_s"), row.get("xla_compile_s"))
     if notes:
