@@ -61,11 +61,23 @@ def test_static_arguments_and_keywords() -> None:
 
 
 def test_outputs_are_jax_arrays_taken_over_without_a_copy() -> None:
-    out = aligned_empty((3, 5), np.float32)
+    out = aligned_empty((256, 257), np.float32)   # over ADOPT_BYTES: adopted
     out[...] = 1.5
     adopted = to_jax(out, out.dtype)
     assert isinstance(adopted, jax.Array)
     assert adopted.unsafe_buffer_pointer() == out.ctypes.data
+    small = aligned_empty((3, 5), np.float32)     # small: jnp.asarray, cheaper than DLPack
+    small[...] = 2.5
+    assert float(to_jax(small, small.dtype)[2, 4]) == 2.5
+    caller = aligned_empty((256, 257), np.float32)
+    caller[...] = 1.0
+    kept = to_jax(caller, caller.dtype, adopt=False)  # not polyir's buffer: always a copy
+    caller[0, 0] = 7.0
+    assert float(kept[0, 0]) == 1.0
+    # A large model output comes back in the buffer polyir wrote.
+    compiled = polyir.jax.jit(lambda v: v * 2)
+    result = compiled(rand((300, 301)))
+    assert_close(result, rand((300, 301)) * 2)
     x = jnp.arange(6.0).reshape(2, 3)
     assert host_array(x, x.dtype).ctypes.data == x.unsafe_buffer_pointer()  # inputs: a view
 

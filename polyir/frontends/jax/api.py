@@ -104,10 +104,11 @@ class JitFunction:
 
     def plan_for(self, *args: Any, **kwargs: Any) -> Plan:
         """The plan for these arguments, traced and compiled if needed."""
-        static, dynamic, leaves = self._split(args, kwargs)
+        return self._plan(*self._split(args, kwargs))
+
+    def _plan(self, static: Any, dynamic: Any, leaves: list[Any]) -> Plan:
         tree = jax.tree_util.tree_structure(dynamic)
-        key = (static[0], tree, tuple(_leaf_key(leaf) for leaf in leaves),
-               bool(jax.config.read("jax_enable_x64")))
+        key = (static[0], tree, tuple(_leaf_key(leaf) for leaf in leaves), _x64_enabled())
         plan = self.plans.get(key)
         if plan is None:
             plan = self._compile(static, tree, leaves)
@@ -133,12 +134,12 @@ class JitFunction:
 
     # -- calls -------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        _, _, leaves = self._split(args, kwargs)
+        static, dynamic, leaves = self._split(args, kwargs)
         if any(isinstance(leaf, Tracer) for leaf in leaves):
             # Under a JAX transformation (grad, vmap, an enclosing jit) JAX traces
             # the function itself: compiled code cannot be differentiated or batched.
             return self.fn(*args, **kwargs)
-        plan = self.plan_for(*args, **kwargs)
+        plan = self._plan(static, dynamic, leaves)
         return jax.tree_util.tree_unflatten(plan.out_tree, plan.run(leaves))
 
     def lower(self, *args: Any, **kwargs: Any) -> Plan:
@@ -157,6 +158,11 @@ class JitFunction:
         """The lowered modules of the latest plan (before any pass pipeline)."""
         plan = self.last_plan
         return [] if plan is None else [s.lowered.module for s in plan.segments if s.lowered]
+
+
+def _x64_enabled() -> bool:
+    """JAX's x64 mode (64-bit types) in this thread."""
+    return bool(jax.dtypes.canonicalize_dtype(np.float64) == np.float64)
 
 
 def _leaf_name(path: Sequence[Any]) -> str:

@@ -22,8 +22,15 @@ from typing import Any, Union
 
 import jax
 import numpy as np
-from jax.extend import core as jcore
-from jax.extend import source_info_util
+
+try:  # the public homes (JAX >= 0.4.36); older releases keep them in jax.core / jax._src
+    from jax.extend import core as jcore
+    from jax.extend import source_info_util
+except ImportError:  # pragma: no cover - depends on the installed JAX
+    from jax import core as jcore  # type: ignore[no-redef]
+    from jax._src import source_info_util  # type: ignore[no-redef]
+
+_DropVar: Any = getattr(jcore, "DropVar", None) or getattr(jax.core, "DropVar", ())
 
 INLINED = ("jit", "pjit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call",
            "custom_vjp_call_jaxpr", "remat", "remat2", "checkpoint", "custom_lin")
@@ -197,7 +204,7 @@ def _inline(jaxpr: Any, consts: Sequence[Any], args: list[Atom], graph: Graph,
         graph.equations.append(Equation(eqn.primitive, dict(eqn.params), operands, outputs,
                                         here, _first_line(eqn)))
         for var, value in zip(eqn.outvars, outputs, strict=True):
-            if not isinstance(var, jcore.DropVar):
+            if not isinstance(var, _DropVar):
                 env[var] = value
     return [read(a) for a in jaxpr.outvars]
 

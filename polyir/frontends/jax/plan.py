@@ -5,11 +5,12 @@ function each, by :func:`~polyir.frontends.lowering.partition.group_by_fallback_
 as the fx frontend groups nodes); the others run through JAX itself, each run
 of them as one ``jax.jit`` of their primitives. Values move between the two as host
 arrays: numpy views of JAX CPU arrays going in, and results allocated on
-64-byte boundaries so JAX takes them over through DLPack without a copy
-coming out.
+64-byte boundaries so JAX takes the large ones over through DLPack without a
+copy coming out.
 """
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -140,14 +141,23 @@ def aligned_empty(shape: Sequence[int], dtype: Any, alignment: int = 64) -> np.n
     """An uninitialised C-contiguous array whose data starts on an
     ``alignment``-byte boundary (what XLA needs to adopt it without a copy)."""
     dtype = np.dtype(dtype)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    nbytes = math.prod(int(s) for s in shape) * dtype.itemsize
     raw = np.empty(nbytes + alignment, dtype=np.uint8)
     offset = (-raw.ctypes.data) % alignment
     return raw[offset:offset + nbytes].view(dtype).reshape(tuple(shape))
 
 
+_BF16 = np.dtype(jnp.bfloat16)
+
+ADOPT_BYTES = 1 << 18
+"""Results from this size up are handed to JAX through DLPack, without a copy;
+smaller ones go through ``jnp.asarray`` (which may copy), cheaper than DLPack's
+fixed overhead (about 100 us a result on the development machine, against
+50-80 us for copying up to 256 KiB)."""
+
+
 def _is_bf16(dtype: Any) -> bool:
-    return np.dtype(dtype).name == "bfloat16"
+    return bool(dtype == _BF16)
 
 
 def host_array(value: Any, dtype: Any) -> np.ndarray:
@@ -162,12 +172,16 @@ def host_array(value: Any, dtype: Any) -> np.ndarray:
 
 
 def to_jax(value: Any, dtype: Any, adopt: bool = True) -> Any:
-    """A JAX array of ``value``: JAX arrays as they are; with ``adopt``, an
-    aligned host array (a result polyir allocated) through DLPack without a
-    copy; anything else copied (bf16 results are narrowed from float32)."""
+    """A JAX array of ``value``: JAX arrays as they are; with ``adopt`` (a
+    result polyir allocated), an aligned host array of at least
+    :data:`ADOPT_BYTES` through DLPack without a copy, a smaller one through
+    ``jnp.asarray``; without ``adopt`` (the caller's own array) a copy. bf16
+    results are narrowed from float32."""
     if isinstance(value, jax.Array):
         return value
-    if not adopt or _is_bf16(dtype) or not isinstance(value, np.ndarray):
+    if not adopt:  # a caller's array: JAX may alias an aligned one, so copy it
+        return jnp.array(value, dtype=dtype, copy=True)
+    if _is_bf16(dtype) or not isinstance(value, np.ndarray) or value.nbytes < ADOPT_BYTES:
         return jnp.asarray(value, dtype=dtype)
     if value.flags.c_contiguous and value.flags.writeable and value.ctypes.data % 64 == 0:
         try:
