@@ -189,3 +189,22 @@ def test_jax_transformations_trace_the_original_function() -> None:
     assert_close(jax.vmap(compiled, in_axes=(None, 0))(w, x[:, None]),
                  jax.vmap(loss, in_axes=(None, 0))(w, x[:, None]))
     assert compiled.plans == {}  # nothing was compiled for tracers
+
+
+def test_calls_are_inlined_even_when_one_jaxpr_is_called_twice() -> None:
+    @jax.custom_vjp
+    def clipped_sin(v: jax.Array) -> jax.Array:
+        return jnp.sin(v)
+    clipped_sin.defvjp(lambda v: (jnp.sin(v), v), lambda v, g: (jnp.clip(g * jnp.cos(v), -1, 1),))
+
+    helper = jax.jit(lambda v: v * 2 + 1)            # one jaxpr, called twice
+
+    def fn(x: jax.Array, y: jax.Array) -> jax.Array:
+        z = helper(x) + helper(y)
+        z = jax.checkpoint(lambda v: jnp.tanh(v) * v)(z)
+        return clipped_sin(z) + jax.nn.relu(z) + jax.nn.silu(z)   # custom_vjp, custom_jvp
+
+    compiled = check(fn, rand((3, 4), seed=1), rand((3, 4), seed=2), ops=["mul", "tanh", "sin"])
+    names = set(compiled.summary()["ops"])
+    assert not names & {"jit", "pjit", "custom_jvp_call", "custom_vjp_call", "remat2", "checkpoint"}
+    assert compiled.summary()["ops"]["mul"] >= 4       # both calls of the helper were inlined
