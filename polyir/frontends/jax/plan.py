@@ -126,10 +126,10 @@ def build_module(module: Any, target: Any, pipeline: str | None) -> Any:
     from polyir import driver
     from polyir.ir.verifier import verify
 
-    verify(module)
     compile_ir = getattr(driver, "compile_ir", None)
-    if compile_ir is not None:
+    if compile_ir is not None:  # it verifies the module itself
         return compile_ir(module, target, pipeline=pipeline)
+    verify(module)
     if pipeline:
         from polyir.passes import transform
         module = transform(module, pipeline)
