@@ -1,8 +1,9 @@
 """Run-wide settings of ``python -m bench``: how many threads everyone may use.
 
 ``--threads N`` gives polyir (``polyir.target.cpu(N)``), torch eager and
-Inductor (``torch.set_num_threads``) and numpy's BLAS (``OPENBLAS_NUM_THREADS``
-and friends, set before numpy is imported) the same number of threads. By
+Inductor (``torch.set_num_threads``), numpy's BLAS (``OPENBLAS_NUM_THREADS``
+and friends, set before numpy is imported) and XLA (``XLA_FLAGS``, set before
+JAX starts) the same number of threads. By
 default each uses every core this process may run on. On a machine shared
 with other work, ``--threads 1`` gives much steadier ratios: OpenMP-style
 thread teams stall whenever one of their threads is descheduled.
@@ -26,6 +27,9 @@ def configure_threads(threads: int | None) -> None:
         return
     for name in _ENVIRONMENT:
         os.environ[name] = str(threads)
+    # XLA's CPU thread pool (read when JAX starts; the jax_models section imports it later).
+    os.environ.setdefault("XLA_FLAGS", f"--xla_cpu_multi_thread_eigen={str(threads > 1).lower()} "
+                                       f"intra_op_parallelism_threads={threads}")
     import torch
     torch.set_num_threads(threads)
 

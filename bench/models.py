@@ -22,7 +22,7 @@ from bench.caches import (
     warm_up_polyir,
 )
 from bench.config import cpu_target
-from bench.timing import interleaved_medians, ratio
+from bench.timing import interleaved_medians, ratio, record_medians
 from polyir.frontends.demo_models import SmallCNN, TransformerBlock
 
 
@@ -168,9 +168,7 @@ def bench_model(name: str, batch: int, repeats: int, with_inductor: bool) -> dic
         else:
             notes.append("Inductor skipped (--quick)")
         samples = interleaved_medians(contenders, repeats, warmup=2, min_seconds=0.01)
-    for who, sample in samples.items():
-        row[f"{who}_s"] = sample.median
-        row[f"{who}_spread"] = round(sample.spread, 3)
+    record_medians(row, samples)
     row["ratio_vs_eager"] = ratio(row.get("polyir_s"), row.get("eager_s"))
     row["ratio_vs_inductor"] = ratio(row.get("polyir_s"), row.get("inductor_s"))
     if notes:

@@ -30,10 +30,13 @@ TABLES: dict[str, tuple[str, list[str]]] = {
                ["name", "shape", "polyir_s", "peer", "peer_s", "ratio", "note"]),
     "gpu": ("GPU (target=\"cuda\")", ["name", "shape", "dtype", "polyir_s", "peer", "peer_s", "ratio",
                                      "note"]),
+    "jax_models": ("JAX models on CPU: polyir.jax.jit vs jax.jit (XLA); seconds per call and to compile",
+                   ["model", "batch", "shape", "loop_nests", "polyir_s", "xla_s", "ratio_vs_xla",
+                    "polyir_compile_s", "xla_compile_s", "ratio_compile_vs_xla", "note"]),
 }
 
 
-GEOMETRIC_MEANS = ("kernels", "models", "compile", "scaling")
+GEOMETRIC_MEANS = ("kernels", "models", "compile", "scaling", "jax_models")
 """Sections whose ratio columns get a geometric mean (the others mix peers)."""
 
 

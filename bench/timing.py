@@ -86,6 +86,13 @@ def interleaved_medians(contenders: Mapping[str, Callable[[], Any]], repeats: in
     return {name: Samples(seconds) for name, seconds in samples.items()}
 
 
+def record_medians(row: dict[str, Any], samples: Mapping[str, Samples]) -> None:
+    """``row[f"{who}_s"]`` (the median) and ``row[f"{who}_spread"]`` for each contender."""
+    for who, sample in samples.items():
+        row[f"{who}_s"] = sample.median
+        row[f"{who}_spread"] = round(sample.spread, 3)
+
+
 def time_once(fn: Callable[[], Any]) -> tuple[float, Any]:
     """Seconds taken by one call of ``fn`` and its result."""
     start = time.perf_counter()

@@ -4,6 +4,7 @@ The public API is small:
 
 * ``polyir.kernel``                 compile plain Python loop nests
 * ``polyir.compile``                compile a PyTorch model / fx graph
+* ``polyir.jax.jit``                compile a JAX function (imports JAX on first use)
 * ``polyir.parse``, ``str(module)``  the IR's text form
 * ``polyir.interpret``              the reference interpreter
 * ``polyir.transform``              run a pass pipeline
@@ -73,3 +74,11 @@ def compile(model: Any, example_inputs: Any, **options: Any) -> Any:  # noqa: A0
     """Compile a torch ``nn.Module`` or ``fx.GraphModule``; see ``polyir.frontends.fx``."""
     from polyir.frontends.fx import compile_model
     return compile_model(model, example_inputs, **options)
+
+
+def __getattr__(name: str) -> Any:
+    """``polyir.jax`` is imported on first use (it imports JAX, not torch)."""
+    if name == "jax":
+        import importlib
+        return importlib.import_module("polyir.jax")
+    raise AttributeError(f"module 'polyir' has no attribute {name!r}")

@@ -5,4 +5,7 @@
   holds the numpy-style type promotion).
 * ``polyir.frontends.fx`` / ``aten``  PyTorch graphs.
 * ``polyir.frontends.mlir``  affine MLIR in (via xDSL) and out.
+* ``polyir.frontends.jax``  jaxprs (``polyir.jax.jit``).
+* ``polyir.frontends.lowering``  the framework-neutral builders both graph
+  frontends lower with (no torch, no jax).
 """

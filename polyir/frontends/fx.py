@@ -32,6 +32,8 @@ import torch.utils._pytree as pytree
 from polyir.errors import ArgumentError, UnsupportedOp
 from polyir.frontends.aten import LoweredSegment, lower_segment, op_name, unsupported_reason
 from polyir.frontends.aten.context import node_meta
+from polyir.frontends.lowering.partition import group_by_fallback_depth
+from polyir.frontends.lowering.registry import summarize
 
 aten = torch.ops.aten
 
@@ -206,21 +208,9 @@ def _group_by_eager_depth(nodes: list[torch.fx.Node],
     on its longest input path; all supported nodes of one depth form one
     segment, run before the eager nodes of that depth (which need only
     segments up to their depth and earlier eager nodes)."""
-    depth: dict[torch.fx.Node, int] = {}
-    for node in nodes:
-        levels = [0]
-        for arg in node.all_input_nodes:
-            if arg in depth:
-                eager_input = reasons.get(arg) is not None
-                levels.append(depth[arg] + (1 if eager_input and reasons[node] is None else 0))
-        depth[node] = max(levels)
-    steps: list[Step] = []
-    for level in range(max(depth.values(), default=-1) + 1):
-        members = [n for n in nodes if depth[n] == level and reasons[n] is None]
-        if members:
-            steps.append(Segment(members))
-        steps += [Eager(n, reasons[n] or "") for n in nodes if depth[n] == level and reasons[n]]
-    return steps
+    groups = group_by_fallback_depth(nodes, lambda n: n.all_input_nodes, reasons)
+    return [Segment(members) if compiled else Eager(members[0], reasons[members[0]] or "")
+            for compiled, members in groups]
 
 
 def _group_in_graph_order(nodes: list[torch.fx.Node],
@@ -416,17 +406,10 @@ class CompiledModel:
         plan = self.last_plan
         if plan is None:
             return {}
-        ops: dict[str, int] = {}
-        nests = 0
-        for segment in plan.segments:
-            assert segment.lowered is not None
-            nests += segment.lowered.loop_nests
-            for name, count in segment.lowered.ops.items():
-                ops[name] = ops.get(name, 0) + count
-        return {"ops": dict(sorted(ops.items())), "loop_nests": nests,
-                "functions": len(plan.segments),
-                "fallbacks": sorted({op_name(s.node.target) for s in plan.fallbacks}),
-                "remarks": [str(r) for r in plan.context.remarks] if plan.context else []}
+        summary = summarize([s.lowered for s in plan.segments],
+                            (op_name(s.node.target) for s in plan.fallbacks))
+        summary["remarks"] = [str(r) for r in plan.context.remarks] if plan.context else []
+        return summary
 
     def ir(self) -> list[Any]:
         """The lowered modules of the latest plan (before the pass pipeline)."""

@@ -34,7 +34,8 @@ def test_quick_run_writes_every_section_and_the_pictures(tmp_path: Path) -> None
     for section, key in (("kernels", "polyir_s"), ("kernels", "numpy_s"), ("models", "polyir_s"),
                          ("models", "eager_s"), ("models", "inductor_s"),
                          ("compile", "polyir_cold_s"), ("compile", "inductor_cold_s"),
-                         ("scaling", "polyir_cold_s")):
+                         ("scaling", "polyir_cold_s"), ("jax_models", "polyir_s"),
+                         ("jax_models", "xla_s"), ("jax_models", "polyir_compile_s")):
         measured = [row[key] for row in report[section] if row.get(key) is not None]
         assert measured and all(value > 0 for value in measured), f"{section}: no {key}"
     assert all(row.get("polyir_checked", True) for row in report["kernels"])

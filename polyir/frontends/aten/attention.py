@@ -18,9 +18,9 @@ from typing import Any
 import torch
 
 from polyir.frontends.aten.context import LoweringContext, TensorValue, accumulator_dtype, const
-from polyir.frontends.aten.matmul import matmul_into
 from polyir.frontends.aten.norm import row_max_and_sum, used_outputs
 from polyir.frontends.aten.registry import register
+from polyir.frontends.lowering.contract import matmul_into
 from polyir.ir.affine import Aff, Constraint
 from polyir.ir.nodes import BinOp, Call, Expr, If, Node, Select
 from polyir.ir.types import DType

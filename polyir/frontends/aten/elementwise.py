@@ -28,6 +28,7 @@ from polyir.frontends.aten.context import (
     packet,
 )
 from polyir.frontends.aten.registry import register
+from polyir.frontends.lowering import scalar
 from polyir.ir.nodes import BinOp, Call, Compare, Expr, Select
 from polyir.ir.types import DType
 
@@ -51,11 +52,7 @@ def pointwise(ctx: LoweringContext, node: torch.fx.Node, operands: Sequence[Oper
               compute: DType, fn: Callable[..., Expr]) -> TensorValue:
     """One nest: ``out[idx] = fn(*operands at idx, cast to compute)``, broadcasting."""
     out = ctx.result(node)
-
-    def element(idx: list) -> Expr:
-        return fn(*[ctx.operand(v, idx, out.shape, compute) for v in operands])
-
-    ctx.map_elements(out, element, hint="i")
+    ctx.map_operands(out, operands, compute, fn)
     return out
 
 
@@ -122,9 +119,7 @@ def lower_relu(ctx: LoweringContext, node: torch.fx.Node, x: Operand) -> TensorV
 @register(aten.sign)
 def lower_sign(ctx: LoweringContext, node: torch.fx.Node, x: Operand) -> TensorValue:
     dtype = compute_dtype(node, 1)
-    zero, one = _c(0, dtype), _c(1, dtype)
-    return pointwise(ctx, node, [x], dtype, lambda a: Select(
-        Compare(">", a, zero), one, Select(Compare("<", a, zero), _c(-1, dtype), a)))
+    return pointwise(ctx, node, [x], dtype, lambda a: scalar.sign(a, dtype))
 
 
 @register(aten.isnan)
@@ -186,16 +181,6 @@ def lower_elu(ctx: LoweringContext, node: torch.fx.Node, x: Operand, alpha: floa
     return pointwise(ctx, node, [x], dtype, elu)
 
 
-def _clamp_expr(a: Expr, low: Expr | None, high: Expr | None) -> Expr:
-    # torch.clamp: max(min(x, high), low) applied as "low first, then high";
-    # a NaN input compares false both times and stays NaN.
-    if low is not None:
-        a = Select(Compare("<", a, low), low, a)
-    if high is not None:
-        a = Select(Compare(">", a, high), high, a)
-    return a
-
-
 @register(aten.clamp, aten.clamp_min, aten.clamp_max, aten.hardtanh)
 def lower_clamp(ctx: LoweringContext, node: torch.fx.Node, x: Operand, low: Any = None,
                 high: Any = None, **kwargs: Any) -> TensorValue:
@@ -212,7 +197,7 @@ def lower_clamp(ctx: LoweringContext, node: torch.fx.Node, x: Operand, low: Any 
     def element(idx: list) -> Expr:
         lo = None if low is None else ctx.operand(low, idx, out.shape, dtype)
         hi = None if high is None else ctx.operand(high, idx, out.shape, dtype)
-        return _clamp_expr(ctx.operand(x, idx, out.shape, dtype), lo, hi)
+        return scalar.clamp(ctx.operand(x, idx, out.shape, dtype), lo, hi)
     ctx.map_elements(out, element)
     return out
 
@@ -243,14 +228,6 @@ def lower_mul(ctx: LoweringContext, node: torch.fx.Node, a: Operand, b: Operand)
     return pointwise(ctx, node, [a, b], dtype, lambda x, y: BinOp(op, x, y))
 
 
-def _floor_div_int(x: Expr, y: Expr, dtype: DType) -> Expr:
-    quotient = BinOp("/", x, y)
-    zero = const(0, dtype)
-    inexact = Compare("!=", BinOp("%", x, y), zero)
-    signs_differ = Compare("!=", Compare("<", x, zero), Compare("<", y, zero))
-    return Select(BinOp("and", inexact, signs_differ), BinOp("-", quotient, const(1, dtype)), quotient)
-
-
 @register(aten.div)
 def lower_div(ctx: LoweringContext, node: torch.fx.Node, a: Operand, b: Operand,
               rounding_mode: str | None = None) -> TensorValue:
@@ -267,11 +244,7 @@ def lower_div(ctx: LoweringContext, node: torch.fx.Node, a: Operand, b: Operand,
         return pointwise(ctx, node, [a, b], dtype, rounded)
     if rounding_mode == "trunc":
         return pointwise(ctx, node, [a, b], dtype, lambda x, y: BinOp("/", x, y))
-    return pointwise(ctx, node, [a, b], dtype, lambda x, y: _floor_div_int(x, y, dtype))
-
-
-def _trunc(x: Expr, dtype: DType) -> Expr:
-    return Select(Compare("<", x, const(0, dtype)), Call("ceil", (x,)), Call("floor", (x,)))
+    return pointwise(ctx, node, [a, b], dtype, lambda x, y: scalar.floor_div_int(x, y, dtype))
 
 
 @register(aten.trunc, aten.fix)
@@ -279,7 +252,7 @@ def lower_trunc(ctx: LoweringContext, node: torch.fx.Node, x: Operand) -> Tensor
     dtype = compute_dtype(node, 1)
     if not dtype.is_float:
         return pointwise(ctx, node, [x], dtype, lambda a: a)
-    return pointwise(ctx, node, [x], dtype, lambda a: _trunc(a, dtype))
+    return pointwise(ctx, node, [x], dtype, lambda a: scalar.trunc(a, dtype))
 
 
 @register(aten.round.default)
@@ -289,43 +262,21 @@ def lower_round(ctx: LoweringContext, node: torch.fx.Node, x: Operand) -> Tensor
     dtype = compute_dtype(node, 1)
     if not dtype.is_float:
         return pointwise(ctx, node, [x], dtype, lambda a: a)
-    half, one, two = const(0.5, dtype), const(1, dtype), const(2, dtype)
-
-    def rounded(a: Expr) -> Expr:
-        low = Call("floor", (a,))
-        fraction = BinOp("-", a, low)
-        odd = Compare("!=", BinOp("-", low, BinOp("*", two, Call("floor", (BinOp("/", low, two),)))),
-                      const(0, dtype))
-        up = BinOp("or", Compare(">", fraction, half), BinOp("and", Compare("==", fraction, half), odd))
-        return Select(up, BinOp("+", low, one), low)
-    return pointwise(ctx, node, [x], dtype, rounded)
+    return pointwise(ctx, node, [x], dtype, lambda a: scalar.round_half_even(a, dtype))
 
 
 @register(aten.fmod)
 def lower_fmod(ctx: LoweringContext, node: torch.fx.Node, a: Operand, b: Operand) -> TensorValue:
     """C's ``fmod``: the result has the sign of the dividend."""
     dtype = compute_dtype(node, 2)
-    if not dtype.is_float:
-        return pointwise(ctx, node, [a, b], dtype, lambda x, y: BinOp("%", x, y))
-    return pointwise(ctx, node, [a, b], dtype, lambda x, y: BinOp(
-        "-", x, BinOp("*", _trunc(BinOp("/", x, y), dtype), y)))
+    return pointwise(ctx, node, [a, b], dtype, lambda x, y: scalar.fmod(x, y, dtype))
 
 
 @register(aten.remainder)
 def lower_remainder(ctx: LoweringContext, node: torch.fx.Node, a: Operand, b: Operand) -> TensorValue:
     """Python's ``%``: the result has the sign of the divisor."""
     dtype = compute_dtype(node, 2)
-    zero = const(0, dtype)
-    if dtype.is_float:
-        return pointwise(ctx, node, [a, b], dtype, lambda x, y: BinOp(
-            "-", x, BinOp("*", Call("floor", (BinOp("/", x, y),)), y)))
-
-    def modulo(x: Expr, y: Expr) -> Expr:
-        rest = BinOp("%", x, y)
-        wrong_sign = BinOp("and", Compare("!=", rest, zero),
-                           Compare("!=", Compare("<", rest, zero), Compare("<", y, zero)))
-        return Select(wrong_sign, BinOp("+", rest, y), rest)
-    return pointwise(ctx, node, [a, b], dtype, modulo)
+    return pointwise(ctx, node, [a, b], dtype, lambda x, y: scalar.remainder(x, y, dtype))
 
 
 @register(aten.maximum, aten.minimum)
@@ -350,12 +301,8 @@ def lower_pow(ctx: LoweringContext, node: torch.fx.Node, a: Operand, b: Operand)
         if b == 0:
             return pointwise(ctx, node, [a], dtype, lambda x: const(1, dtype))
         if float(b).is_integer() and 1 <= b <= 4:
-            def power(x: Expr) -> Expr:
-                result = x
-                for _ in range(int(b) - 1):
-                    result = BinOp("*", result, x)
-                return result
-            return pointwise(ctx, node, [a], dtype, power)
+            exponent = int(b)
+            return pointwise(ctx, node, [a], dtype, lambda x: scalar.small_power(x, exponent, dtype))
         if b == 0.5:
             return pointwise(ctx, node, [a], dtype, lambda x: Call("sqrt", (x,)))
         if b == -1:

@@ -1,8 +1,8 @@
 """Gathers: ``embedding``, ``index_select``, ``index.Tensor``, ``gather``.
 
-The gathered index is a value-expression subscript (``W[cast<i64>(ids[i]), j]``),
-which the IR allows when a subscript is not affine; analyses treat such an
-access conservatively. Indices out of range are not checked (eager raises).
+The gathers are built by :mod:`polyir.frontends.lowering.copies` (a
+value-expression subscript ``W[cast<i64>(ids[i]), j]``). Indices out of range
+are not checked (eager raises).
 """
 from __future__ import annotations
 
@@ -19,32 +19,11 @@ from polyir.frontends.aten.context import (
     normalize_dim,
 )
 from polyir.frontends.aten.registry import register
+from polyir.frontends.lowering.copies import gather, plain, wrapped
 from polyir.ir.nodes import Expr, Load
 from polyir.ir.types import DType
 
 aten = torch.ops.aten
-
-
-def plain(ctx: LoweringContext, value: TensorValue) -> TensorValue:
-    """``value`` as a whole buffer (a copy when it is a view), so a gathered
-    subscript can index the buffer directly."""
-    if value.is_identity:
-        return value
-    copy = ctx.temp(f"{value.buffer}_copy", value.shape, value.dtype)
-    ctx.copy(value, copy)
-    return copy
-
-
-def gather(ctx: LoweringContext, out: TensorValue, table: TensorValue, dim: int,
-           index: TensorValue, index_dims: int) -> None:
-    """``out[a, i..., b] = table[a, index[i...], b]`` where ``a`` has ``dim``
-    dimensions and ``i`` has ``index_dims``."""
-    table = plain(ctx, table)
-
-    def element(idx: list) -> Expr:
-        position = ctx.cast(index.load(idx[dim:dim + index_dims]), DType.I64)
-        return Load(table.buffer, tuple(idx[:dim]) + (position,) + tuple(idx[dim + index_dims:]))
-    ctx.map_elements(out, element)
 
 
 @register(aten.embedding)
@@ -64,13 +43,6 @@ def lower_index_select(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue
         index = index.view((1,), lambda idx: ())
     gather(ctx, out, x, dim, index, 1)
     return out
-
-
-def _wrapped(ctx: LoweringContext, position: Expr, size: int) -> Expr:
-    """A possibly negative index made non-negative (``i < 0 ? i + size : i``)."""
-    from polyir.ir.nodes import BinOp, Compare, Const, Select
-    zero = Const(0, DType.I64)
-    return Select(Compare("<", position, zero), BinOp("+", position, Const(size, DType.I64)), position)
 
 
 def _index_accepts(node: torch.fx.Node) -> str | None:
@@ -103,7 +75,7 @@ def lower_index(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue,
                 subscripts.append(next(rest))
             else:
                 position = ctx.cast(index.load(broadcast_index(index, b_idx, b_shape)), DType.I64)
-                subscripts.append(_wrapped(ctx, position, x.shape[d]))
+                subscripts.append(wrapped(position, x.shape[d]))
         return Load(x.buffer, tuple(subscripts))
     ctx.map_elements(out, element)
     return out
@@ -118,7 +90,10 @@ def lower_gather(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, dim:
     dim = normalize_dim(dim, x.rank)
 
     def element(idx: list) -> Expr:
-        position = _wrapped(ctx, ctx.cast(index.load(idx), DType.I64), x.shape[dim])
+        position = wrapped(ctx.cast(index.load(idx), DType.I64), x.shape[dim])
         return Load(x.buffer, tuple(idx[:dim]) + (position,) + tuple(idx[dim + 1:]))
     ctx.map_elements(out, element)
     return out
+
+
+__all__ = ["plain"]

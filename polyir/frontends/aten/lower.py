@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -23,21 +22,8 @@ from polyir.frontends.aten.context import (
     node_meta,
 )
 from polyir.frontends.aten.registry import find_rule, op_name
-from polyir.ir.nodes import For, Function, Module
-
-
-@dataclass
-class LoweredSegment:
-    """A lowered segment: the module, and what went in and out of it."""
-
-    module: Module
-    inputs: list[torch.fx.Node]
-    outputs: list[torch.fx.Node]
-    ops: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def loop_nests(self) -> int:
-        return sum(isinstance(node, For) for node in self.module.entry.body)
+from polyir.frontends.lowering.registry import LoweredSegment
+from polyir.ir.nodes import Function, Module
 
 
 def unsupported_reason(node: torch.fx.Node) -> str | None:

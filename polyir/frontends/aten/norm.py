@@ -20,8 +20,8 @@ from polyir.frontends.aten.context import (
     normalize_dim,
     packet,
 )
-from polyir.frontends.aten.reduction import add, over_dims, variance_pieces
 from polyir.frontends.aten.registry import register
+from polyir.frontends.lowering.reduce import add, kept_index, over_dims, square, variance_pieces
 from polyir.ir.affine import Aff
 from polyir.ir.nodes import BinOp, Call, Expr
 
@@ -34,10 +34,6 @@ def used_outputs(node: torch.fx.Node) -> set[int]:
             if user.target is operator.getitem}
 
 
-def _kept(idx: Sequence[Aff], dims: Sequence[int]) -> list[Aff]:
-    return [Aff.const(0) if d in dims else i for d, i in enumerate(idx)]
-
-
 def row_max_and_sum(ctx: LoweringContext, x: TensorValue, dim: int,
                     acc: Any) -> tuple[TensorValue, TensorValue]:
     """Locals ``m = max(x)`` and ``s = sum(exp(x - m))`` along ``dim`` (kept)."""
@@ -47,7 +43,7 @@ def row_max_and_sum(ctx: LoweringContext, x: TensorValue, dim: int,
               combine=lambda a, v: Call("max", (a, v)))
     row_sum = ctx.temp(f"{x.buffer}_sum", shape, acc)
     over_dims(ctx, row_sum, x, [dim], acc_dtype=acc, init=const(0, acc), combine=add,
-              element=lambda v, idx: Call("exp", (BinOp("-", v, row_max.load(_kept(idx, [dim]))),)))
+              element=lambda v, idx: Call("exp", (BinOp("-", v, row_max.load(kept_index(idx, [dim]))),)))
     return row_max, row_sum
 
 
@@ -61,10 +57,10 @@ def lower_softmax(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, dim
     log = packet(node) in (aten._log_softmax, aten.log_softmax)
 
     def element(idx: list) -> Expr:
-        shifted = BinOp("-", ctx.cast(x.load(idx), acc), row_max.load(_kept(idx, [dim])))
+        shifted = BinOp("-", ctx.cast(x.load(idx), acc), row_max.load(kept_index(idx, [dim])))
         if log:
-            return BinOp("-", shifted, Call("log", (row_sum.load(_kept(idx, [dim])),)))
-        return BinOp("/", Call("exp", (shifted,)), row_sum.load(_kept(idx, [dim])))
+            return BinOp("-", shifted, Call("log", (row_sum.load(kept_index(idx, [dim])),)))
+        return BinOp("/", Call("exp", (shifted,)), row_sum.load(kept_index(idx, [dim])))
     ctx.map_elements(out, element)
     return out
 
@@ -79,7 +75,7 @@ def mean_and_rstd(ctx: LoweringContext, x: TensorValue, dims: Sequence[int], acc
     for d in dims:
         count *= x.shape[d]
     over_dims(ctx, rstd, x, dims, acc_dtype=acc, init=const(0, acc), combine=add,
-              element=lambda v, idx: _square(BinOp("-", v, mean.load(_kept(idx, dims)))),
+              element=lambda v, idx: square(BinOp("-", v, mean.load(kept_index(idx, dims)))),
               finish=lambda a: Call("rsqrt", (BinOp("+", BinOp("/", a, const(count, acc)),
                                                      const(eps, acc)),)))
     return mean, rstd
@@ -94,7 +90,7 @@ def _statistics_outputs(ctx: LoweringContext, node: torch.fx.Node,
         if position in used:
             target = ctx.result(node, position)
             source = results[position - 1]
-            from polyir.frontends.aten.shape import reshape_map
+            from polyir.frontends.lowering.views import reshape_map
             ctx.copy(source.view(target.shape, reshape_map(source.shape, target.shape)), target)
             results[position - 1] = target
     return results
@@ -110,8 +106,8 @@ def lower_layer_norm(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue,
     out = ctx.result(node, 0)
 
     def element(idx: list) -> Expr:
-        value = BinOp("*", BinOp("-", ctx.cast(x.load(idx), acc), mean.load(_kept(idx, dims))),
-                      rstd.load(_kept(idx, dims)))
+        value = BinOp("*", BinOp("-", ctx.cast(x.load(idx), acc), mean.load(kept_index(idx, dims))),
+                      rstd.load(kept_index(idx, dims)))
         if weight is not None:
             value = BinOp("*", value, ctx.operand(weight, idx, x.shape, acc))
         if bias is not None:
@@ -127,7 +123,7 @@ def lower_group_norm(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue,
                      channels: int, spatial: int, groups: int, eps: float) -> tuple[TensorValue, ...]:
     """Statistics over ``x`` seen as ``[N, G, C/G * HxW]``; channel ``c`` reads
     group ``c // (C/G)``."""
-    from polyir.frontends.aten.shape import reshape_map
+    from polyir.frontends.lowering.views import reshape_map
     acc = accumulator_dtype(x.dtype)
     per_group = channels // groups
     grouped_shape = (batch, groups, per_group * spatial)
@@ -145,10 +141,6 @@ def lower_group_norm(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue,
         return value
     ctx.map_elements(out, element)
     return (out, *_statistics_outputs(ctx, node, [mean, rstd]))
-
-
-def _square(e: Expr) -> Expr:
-    return BinOp("*", e, e)
 
 
 def _batch_norm_accepts(node: torch.fx.Node) -> str | None:
@@ -183,7 +175,7 @@ def lower_batch_norm(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue,
         mean, rstd = mean_and_rstd(ctx, x, dims, acc, eps)
 
         def statistics(idx: list) -> tuple[Expr, Expr]:
-            kept = _kept(idx, dims)
+            kept = kept_index(idx, dims)
             return mean.load(kept), rstd.load(kept)
     else:
         running_mean, running_var = running

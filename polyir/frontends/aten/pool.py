@@ -18,10 +18,11 @@ import torch
 
 from polyir.frontends.aten.context import LoweringContext, TensorValue, accumulator_dtype, const, packet
 from polyir.frontends.aten.norm import used_outputs
-from polyir.frontends.aten.reduction import accumulate
 from polyir.frontends.aten.registry import register
+from polyir.frontends.lowering.reduce import accumulate
+from polyir.frontends.lowering.scalar import nan_max
 from polyir.ir.affine import Aff, Constraint
-from polyir.ir.nodes import BinOp, Compare, Expr, For, Node, Select
+from polyir.ir.nodes import BinOp, Expr, For, Node
 
 aten = torch.ops.aten
 
@@ -46,11 +47,6 @@ def _window(spatial: int, kernel_size: Any, stride: Any, padding: Any,
 
 def _spatial(node: torch.fx.Node) -> int:
     return 3 if "3d" in packet(node).__name__ else 2
-
-
-def nan_max(acc: Expr, value: Expr) -> Expr:
-    """``max`` that lets NaN through, as torch's max pooling does."""
-    return Select(BinOp("or", Compare(">", value, acc), Compare("!=", value, value)), value, acc)
 
 
 def _positions(o: list[Aff], r: list[Aff], lead: int, stride: list[int], padding: list[int],

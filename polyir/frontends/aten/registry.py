@@ -16,36 +16,18 @@ as ``torch.ops.aten.add`` covers every overload).
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-Accepts = Callable[[torch.fx.Node], "str | None"]
+from polyir.frontends.lowering.registry import Rule, registrar
 
-
-@dataclass(frozen=True)
-class Rule:
-    """One lowering rule and its optional argument check."""
-
-    name: str
-    lower: Callable[..., Any]
-    accepts: Accepts | None = None
-
+__all__ = ["LOWERINGS", "Rule", "find_rule", "op_name", "register"]
 
 LOWERINGS: dict[Any, Rule] = {}
 
-
-def register(*ops: Any, accepts: Accepts | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator: make the function the lowering rule of every operator in ``ops``."""
-    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-        for op in ops:
-            if op in LOWERINGS:
-                raise ValueError(f"operator {op} already has lowering rule {LOWERINGS[op].name}")
-            LOWERINGS[op] = Rule(fn.__name__, fn, accepts)
-        return fn
-    return decorate
+register = registrar(LOWERINGS)
+"""Decorator: make the function the lowering rule of every operator given."""
 
 
 def find_rule(target: Any) -> Rule | None:

@@ -23,8 +23,8 @@ from polyir.frontends.aten.context import (
     aff_value,
     const,
 )
-from polyir.frontends.aten.embedding import plain
 from polyir.frontends.aten.registry import register
+from polyir.frontends.lowering.copies import plain
 from polyir.ir.affine import Aff
 from polyir.ir.nodes import BinOp, Cast, Compare, Expr, Load, Select
 from polyir.ir.types import DType

@@ -1,12 +1,9 @@
 """Shape operators: view/reshape, permute/transpose, expand, (un)squeeze,
 slice, select, split, unbind, flip, repeat, diagonal, alias, as index maps
-(no code at all);
-``cat`` and ``constant_pad_nd`` as copies.
+(no code at all); ``cat`` and ``constant_pad_nd`` as copies.
 
-A view is a :class:`TensorValue` over the same buffer with an index map that
-sends the view's indices to the base's subscripts. A reshape maps through the
-row-major linear index, which stays affine (with ``//`` and ``%`` by
-constants) because every size is static.
+The views are built by :mod:`polyir.frontends.lowering.views` and the copies
+by :mod:`polyir.frontends.lowering.copies` (shared with the jaxpr table).
 """
 from __future__ import annotations
 
@@ -18,98 +15,36 @@ import torch
 from polyir.frontends.aten.context import (
     LoweringContext,
     TensorValue,
-    const,
     node_meta,
     normalize_dim,
 )
 from polyir.frontends.aten.registry import register
-from polyir.ir.affine import Aff, Constraint
-from polyir.ir.nodes import If, Index, Node
+from polyir.frontends.lowering.copies import concatenate_into, pad_into
+from polyir.frontends.lowering.views import (
+    broadcast_view,
+    flip_view,
+    insert_view,
+    permute_view,
+    reshape_map,
+    reshape_view,
+    split_views,
+    strided_view,
+)
+from polyir.ir.affine import Aff
+from polyir.ir.nodes import Index
 
 aten = torch.ops.aten
+
+__all__ = ["reshape_map"]
 
 
 def _meta_shape(node: torch.fx.Node, index: int | None = None) -> tuple[int, ...]:
     return tuple(int(s) for s in node_meta(node, index).shape)
 
 
-def reshape_map(old: Sequence[int], new: Sequence[int]) -> Any:
-    """Index map of a row-major reshape from ``old`` to ``new`` (same size)."""
-    old, new = tuple(old), tuple(new)
-    grouped = _grouped_reshape(old, new)
-    if grouped is not None:
-        return grouped
-
-    def index_map(idx: Sequence[Aff]) -> tuple[Index, ...]:
-        linear = Aff.const(0)
-        for position, size in zip(idx, new, strict=True):
-            linear = linear * size + position
-        result: list[Aff] = []
-        stride = 1
-        for size in reversed(old):
-            result.append(Aff.const(0) if size == 1 else (linear // stride) % size)
-            stride *= size
-        return tuple(reversed(result))
-    return index_map
-
-
-def _total(shape: Sequence[int]) -> int:
-    total = 1
-    for s in shape:
-        total *= s
-    return total
-
-
-def _grouped_reshape(old: tuple[int, ...], new: tuple[int, ...]) -> Any:
-    """A reshape map that keeps each group of dimensions with equal products
-    apart (so ``[B, S, H*D] -> [B, S, H, D]`` maps to ``h*D + d`` with no
-    ``//`` or ``%``); ``None`` when the shapes do not split into groups."""
-    groups: list[tuple[range, range]] = []
-    i = j = 0
-    while i < len(old) or j < len(new):
-        start_i, start_j = i, j
-        p_old = old[i] if i < len(old) else 1
-        p_new = new[j] if j < len(new) else 1
-        i, j = i + 1, j + 1
-        while p_old != p_new:
-            if p_old < p_new:
-                if i >= len(old):
-                    return None
-                p_old *= old[i]
-                i += 1
-            else:
-                if j >= len(new):
-                    return None
-                p_new *= new[j]
-                j += 1
-        groups.append((range(start_i, min(i, len(old))), range(start_j, min(j, len(new)))))
-
-    def index_map(idx: Sequence[Aff]) -> tuple[Index, ...]:
-        result: list[Aff] = [Aff.const(0)] * len(old)
-        for old_dims, new_dims in groups:
-            linear = Aff.const(0)
-            for d in new_dims:
-                linear = linear * new[d] + idx[d]
-            stride = 1
-            for d in reversed(old_dims):
-                size = old[d]
-                if size == 1:
-                    result[d] = Aff.const(0)
-                else:
-                    component = linear // stride
-                    is_outermost = d == old_dims[0]
-                    result[d] = component if is_outermost else component % size
-                stride *= size
-        return tuple(result)
-    return index_map
-
-
 @register(aten.view, aten._unsafe_view, aten.reshape, aten.view_copy)
 def lower_view(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, *args: Any) -> TensorValue:
-    new = _meta_shape(node)
-    if new == x.shape:
-        return x
-    return x.view(new, reshape_map(x.shape, new))
+    return reshape_view(x, _meta_shape(node))
 
 
 @register(aten.alias, aten.detach, aten.lift_fresh_copy, aten.contiguous)
@@ -121,14 +56,7 @@ def lower_alias(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, *args
 @register(aten.permute, aten.permute_copy)
 def lower_permute(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue,
                   dims: Sequence[int]) -> TensorValue:
-    dims = [normalize_dim(d, x.rank) for d in dims]
-
-    def index_map(idx: Sequence[Aff]) -> tuple[Index, ...]:
-        result: list[Aff] = [Aff.const(0)] * len(dims)
-        for position, d in enumerate(dims):
-            result[d] = idx[position]
-        return tuple(result)
-    return x.view([x.shape[d] for d in dims], index_map)
+    return permute_view(x, [normalize_dim(d, x.rank) for d in dims])
 
 
 @register(aten.t, aten.transpose)
@@ -147,10 +75,7 @@ def lower_expand(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, *arg
                  **kwargs: Any) -> TensorValue:
     new = _meta_shape(node)
     offset = len(new) - x.rank
-
-    def index_map(idx: Sequence[Aff]) -> tuple[Index, ...]:
-        return tuple(Aff.const(0) if size == 1 else idx[offset + d] for d, size in enumerate(x.shape))
-    return x.view(new, index_map)
+    return broadcast_view(x, new, [offset + d for d in range(x.rank)])
 
 
 @register(aten.unsqueeze, aten.squeeze, aten.unsqueeze_copy, aten.squeeze_copy, aten.flatten,
@@ -168,12 +93,9 @@ def lower_slice(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, dim: 
     first = 0 if start is None else (start + size if start < 0 else start)
     first = min(max(first, 0), size)
     new = _meta_shape(node)
-
-    def index_map(idx: Sequence[Aff]) -> tuple[Index, ...]:
-        result = list(idx)
-        result[dim] = Aff.const(first) if new[dim] == 1 else idx[dim] * step + first
-        return tuple(result)
-    return x.view(new, index_map)
+    starts, steps = [0] * x.rank, [1] * x.rank
+    starts[dim], steps[dim] = first, step
+    return strided_view(x, new, starts, steps)
 
 
 @register(aten.narrow)
@@ -187,62 +109,33 @@ def lower_select(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, dim:
                  index: int) -> TensorValue:
     dim = normalize_dim(dim, x.rank)
     position = index + x.shape[dim] if index < 0 else index
-
-    def index_map(idx: Sequence[Aff]) -> tuple[Index, ...]:
-        return tuple(idx[:dim]) + (Aff.const(position),) + tuple(idx[dim:])
-    return x.view(_meta_shape(node), index_map)
-
-
-def _slices(x: TensorValue, sizes: Sequence[int], dim: int) -> tuple[TensorValue, ...]:
-    dim = normalize_dim(dim, x.rank)
-    parts = []
-    offset = 0
-    for size in sizes:
-        shape = list(x.shape)
-        shape[dim] = size
-
-        def index_map(idx: Sequence[Aff], _offset: int = offset) -> tuple[Index, ...]:
-            result = list(idx)
-            result[dim] = idx[dim] + _offset
-            return tuple(result)
-        parts.append(x.view(shape, index_map))
-        offset += size
-    return tuple(parts)
+    return insert_view(x, dim, position)
 
 
 @register(aten.split_with_sizes, aten.split_with_sizes_copy)
 def lower_split_with_sizes(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue,
                            sizes: Sequence[int], dim: int = 0) -> tuple[TensorValue, ...]:
-    return _slices(x, sizes, dim)
+    return split_views(x, sizes, normalize_dim(dim, x.rank))
 
 
 @register(aten.split)
 def lower_split(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, split_size: Any,
                 dim: int = 0) -> tuple[TensorValue, ...]:
     sizes = [int(m.shape[normalize_dim(dim, x.rank)]) for m in node_meta(node)]
-    return _slices(x, sizes, dim)
+    return split_views(x, sizes, normalize_dim(dim, x.rank))
 
 
 @register(aten.unbind)
 def lower_unbind(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue,
                  dim: int = 0) -> tuple[TensorValue, ...]:
     dim = normalize_dim(dim, x.rank)
-    parts = []
-    for position in range(x.shape[dim]):
-        def index_map(idx: Sequence[Aff], _p: int = position) -> tuple[Index, ...]:
-            return tuple(idx[:dim]) + (Aff.const(_p),) + tuple(idx[dim:])
-        parts.append(x.view(x.shape[:dim] + x.shape[dim + 1:], index_map))
-    return tuple(parts)
+    return tuple(insert_view(x, dim, position) for position in range(x.shape[dim]))
 
 
 @register(aten.flip)
 def lower_flip(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue,
                dims: Sequence[int]) -> TensorValue:
-    flipped = {normalize_dim(d, x.rank) for d in dims}
-
-    def index_map(idx: Sequence[Aff]) -> tuple[Index, ...]:
-        return tuple(x.shape[d] - 1 - i if d in flipped else i for d, i in enumerate(idx))
-    return x.view(x.shape, index_map)
+    return flip_view(x, sorted({normalize_dim(d, x.rank) for d in dims}))
 
 
 @register(aten.repeat)
@@ -285,15 +178,9 @@ def lower_cat(ctx: LoweringContext, node: torch.fx.Node, tensors: Sequence[Tenso
               dim: int = 0) -> TensorValue:
     out = ctx.result(node)
     dim = normalize_dim(dim, out.rank)
-    offset = 0
-    for part in tensors:
-        if part.rank == 1 and part.shape[0] == 0 and out.rank != 1:
-            continue  # torch skips legacy empty [0] tensors
-        idx, loops = ctx.loops(part.shape, hint="i")
-        target = list(idx)
-        target[dim] = idx[dim] + offset
-        ctx.emit(ctx.nest(loops, [ctx.assign(out, target, part.load(idx))]))
-        offset += part.shape[dim]
+    # torch skips legacy empty [0] tensors
+    parts = [p for p in tensors if not (p.rank == 1 and p.shape[0] == 0 and out.rank != 1)]
+    concatenate_into(ctx, out, parts, dim)
     return out
 
 
@@ -303,22 +190,8 @@ def lower_constant_pad(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue
     """Pads as a guarded copy: inside the source box the element, else ``value``
     (negative padding crops)."""
     out = ctx.result(node)
-    idx, loops = ctx.loops(out.shape, hint="i")
-    source = list(idx)
-    conditions: list[Constraint] = []
+    low = [0] * out.rank
     for k in range(len(pad) // 2):
-        d = out.rank - 1 - k
-        before = pad[2 * k]
-        source[d] = idx[d] - before
-        if before > 0:
-            conditions.append(Constraint(source[d], ">=", Aff.const(0)))
-        if out.shape[d] - before > x.shape[d]:
-            conditions.append(Constraint(source[d], "<", Aff.const(x.shape[d])))
-    fill = ctx.assign(out, idx, const(value, out.dtype))
-    copy = ctx.assign(out, idx, x.load(source))
-    if conditions:
-        body: list[Node] = [If(tuple(conditions), (copy,), (fill,))]
-    else:
-        body = [copy]
-    ctx.emit(ctx.nest(loops, body))
+        low[out.rank - 1 - k] = pad[2 * k]
+    pad_into(ctx, out, x, low, value)
     return out

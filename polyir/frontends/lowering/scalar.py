@@ -1,0 +1,109 @@
+"""Scalar expression builders whose semantics need more than one IR operator:
+rounding, integer floor division, the two remainders, sign, clamp, power by
+a small integer. Each takes operand expressions already in the computation
+type ``dtype`` and returns an expression of that type.
+"""
+from __future__ import annotations
+
+from polyir.frontends.lowering.context import const
+from polyir.ir.nodes import BinOp, Call, Compare, Expr, Select
+from polyir.ir.types import DType
+
+
+def floor_div_int(x: Expr, y: Expr, dtype: DType) -> Expr:
+    """Integer division rounded toward negative infinity (Python's ``//``)."""
+    quotient = BinOp("/", x, y)
+    zero = const(0, dtype)
+    inexact = Compare("!=", BinOp("%", x, y), zero)
+    signs_differ = Compare("!=", Compare("<", x, zero), Compare("<", y, zero))
+    return Select(BinOp("and", inexact, signs_differ), BinOp("-", quotient, const(1, dtype)), quotient)
+
+
+def trunc(x: Expr, dtype: DType) -> Expr:
+    """A float rounded toward zero."""
+    return Select(Compare("<", x, const(0, dtype)), Call("ceil", (x,)), Call("floor", (x,)))
+
+
+def round_half_even(a: Expr, dtype: DType) -> Expr:
+    """Round half to even, from ``f = floor(x)`` and the exact fraction
+    ``x - f`` (no ``x + 0.5``, which can round up wrongly)."""
+    half, one, two = const(0.5, dtype), const(1, dtype), const(2, dtype)
+    low = Call("floor", (a,))
+    fraction = BinOp("-", a, low)
+    odd = Compare("!=", BinOp("-", low, BinOp("*", two, Call("floor", (BinOp("/", low, two),)))),
+                  const(0, dtype))
+    up = BinOp("or", Compare(">", fraction, half), BinOp("and", Compare("==", fraction, half), odd))
+    return Select(up, BinOp("+", low, one), low)
+
+
+def round_half_away(a: Expr, dtype: DType) -> Expr:
+    """Round half away from zero (C's ``round``), from the exact fraction."""
+    half, one = const(0.5, dtype), const(1, dtype)
+    magnitude = Call("abs", (a,))
+    low = Call("floor", (magnitude,))
+    rounded = Select(Compare(">=", BinOp("-", magnitude, low), half), BinOp("+", low, one), low)
+    # copysign: -0.0 and negative halves keep their sign.
+    return Select(Compare("<", a, const(0, dtype)), Call("neg", (rounded,)), rounded)
+
+
+def fmod(x: Expr, y: Expr, dtype: DType) -> Expr:
+    """C's ``fmod``: the remainder has the sign of the dividend."""
+    if not dtype.is_float:
+        return BinOp("%", x, y)
+    return BinOp("-", x, BinOp("*", trunc(BinOp("/", x, y), dtype), y))
+
+
+def remainder(x: Expr, y: Expr, dtype: DType) -> Expr:
+    """Python's ``%``: the remainder has the sign of the divisor."""
+    zero = const(0, dtype)
+    if dtype.is_float:
+        return BinOp("-", x, BinOp("*", Call("floor", (BinOp("/", x, y),)), y))
+    rest = BinOp("%", x, y)
+    wrong_sign = BinOp("and", Compare("!=", rest, zero),
+                       Compare("!=", Compare("<", rest, zero), Compare("<", y, zero)))
+    return Select(wrong_sign, BinOp("+", rest, y), rest)
+
+
+def sign(a: Expr, dtype: DType) -> Expr:
+    """-1, 0 or 1 (NaN stays NaN, -0.0 stays -0.0)."""
+    zero, one = const(0, dtype), const(1, dtype)
+    return Select(Compare(">", a, zero), one, Select(Compare("<", a, zero), const(-1, dtype), a))
+
+
+def clamp(a: Expr, low: Expr | None, high: Expr | None) -> Expr:
+    """``low`` first, then ``high`` (torch.clamp's order); a NaN input compares
+    false both times and stays NaN."""
+    if low is not None:
+        a = Select(Compare("<", a, low), low, a)
+    if high is not None:
+        a = Select(Compare(">", a, high), high, a)
+    return a
+
+
+def small_power(x: Expr, exponent: int, dtype: DType) -> Expr:
+    """``x ** exponent`` for an integer exponent, by repeated squaring
+    (a negative exponent: the reciprocal of the positive power)."""
+    if exponent == 0:
+        return const(1, dtype)
+    result: Expr | None = None
+    base = x
+    n = abs(exponent)
+    while n:
+        if n & 1:
+            result = base if result is None else BinOp("*", result, base)
+        n >>= 1
+        if n:
+            base = BinOp("*", base, base)
+    assert result is not None
+    return BinOp("/", const(1, dtype), result) if exponent < 0 else result
+
+
+def nan_max(acc: Expr, value: Expr) -> Expr:
+    """``max`` that lets NaN through (from either side), as torch's max pooling
+    and XLA's ``max`` do; IR ``max`` drops NaN."""
+    return Select(BinOp("or", Compare(">", value, acc), Compare("!=", value, value)), value, acc)
+
+
+def nan_min(acc: Expr, value: Expr) -> Expr:
+    """``min`` that lets NaN through (from either side)."""
+    return Select(BinOp("or", Compare("<", value, acc), Compare("!=", value, value)), value, acc)
