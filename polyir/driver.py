@@ -28,16 +28,17 @@ from polyir.target import Target, resolve
 LOGGER = logging.getLogger("polyir.driver")
 
 _PIPELINES = {
-    "cpu": "",
-    "interpret": "",
-    "cuda": "mark-parallel,gpu-map",
+    "cpu": "fuse,shrink-buffers",
+    "interpret": "fuse,shrink-buffers",
+    "cuda": "fuse,shrink-buffers,mark-parallel,gpu-map",
 }
 
 
 def default_pipeline(target: Target | str | None = None) -> str:
     """The pass pipeline compiled code gets for ``target`` unless a pipeline is given.
 
-    CPU and interpreter: none yet (fusion and tiling will come first); CUDA:
+    Every target: ``fuse,shrink-buffers`` (slicing fusion by the cost model,
+    intermediates contracted to loop-scoped locals); CUDA adds
     ``mark-parallel,gpu-map`` (parallel loops become grids and blocks).
     """
     return _PIPELINES[resolve(target).kind]

@@ -143,33 +143,54 @@ def _recompute(scop: Scop, relation: isl.Map, producer: int, chain_depth: int,
     """How many times each needed producer chain iteration runs, minus one.
 
     Exactly 0 when no producer iteration is needed by two consumer iterations
-    (the slice's inverse is single-valued). Otherwise estimated on a sample:
-    the symbols fixed at ``sizes`` (64 by default) and each consumer loop
-    restricted to its first 8 values, ``pairs / distinct producer iterations``
-    (a lower bound when the reuse reaches further than 8 iterations)."""
+    (the slice's inverse is single-valued). Otherwise ``pairs / distinct
+    producer iterations - 1`` counted with the symbols fixed (at ``sizes``,
+    capped at 16, so the count stays small), over the whole slice when it has
+    at most 150 000 pairs, else over three windows of 8 consumer iterations
+    per loop (at the start, the middle and the end of the range): an estimate."""
     del producer, chain_depth
     if relation.reverse().is_single_valued():
         return 0.0
-    values = {p: (sizes or {}).get(p, 64) for p in scop.params}
+    values = {p: min(16, (sizes or {}).get(p, 16)) for p in scop.params}
     cons = " and ".join(f"{isl_name(p)} = {v}" for p, v in values.items()) or "true"
     fixed = relation.intersect_params(scop.isl_set(f"{scop.param_space} -> {{ : {cons} }}"))
-    domain = fixed.domain()
-    for k in range(domain.dim(isl.dim_type.set)):
-        low = domain.dim_min(k)
-        pieces: list = []
-        low.foreach_piece(lambda _set, aff, found=pieces: found.append(aff))  # type: ignore[misc]
-        if len(pieces) != 1 or not pieces[0].is_cst():
-            continue
-        start = int(pieces[0].get_constant_val().to_python())
-        names = ", ".join(f"x{j}" for j in range(domain.dim(isl.dim_type.set)))
-        window = isl.Set(f"{scop.param_space} -> {{ _o[{names}] : {start} <= x{k} < {start + 8} }}",
-                         context=scop.ctx)
-        fixed = fixed.intersect_domain(window.intersect_params(fixed.params()))
-    pairs = _count(_drop_params(fixed.wrap()))
+    pairs = _count(_drop_params(fixed.wrap()), 150_000)
+    if pairs is None:
+        fixed = fixed.intersect_domain(_windows(scop, fixed.domain()))
+        pairs = _count(_drop_params(fixed.wrap()))
     produced = _count(_drop_params(fixed.range()))
     if not pairs or not produced:
         return 1.0  # too large to sample: assume heavy recomputation
     return max(0.0, pairs / produced - 1.0)
+
+
+def _windows(scop: Scop, domain: isl.Set) -> isl.Set:
+    """Three boxes of 8 values per dimension of ``domain`` (parameters fixed):
+    at the start, the middle and the end of each dimension's range."""
+    n = domain.dim(isl.dim_type.set)
+    bounds = []
+    for k in range(n):
+        ends = []
+        for side in (domain.dim_min(k), domain.dim_max(k)):
+            pieces: list = []
+            side.foreach_piece(lambda _set, aff, found=pieces: found.append(aff))  # type: ignore[misc]
+            ends.append(int(pieces[0].get_constant_val().to_python())
+                        if len(pieces) == 1 and pieces[0].is_cst() else None)
+        bounds.append(ends)
+    names = ", ".join(f"x{j}" for j in range(n))
+    union = None
+    for position in ("start", "middle", "end"):
+        cons = []
+        for k, (low, high) in enumerate(bounds):
+            if low is None or high is None:
+                continue
+            start = {"start": low, "middle": (low + high) // 2, "end": max(low, high - 7)}[position]
+            cons.append(f"{start} <= x{k} < {start + 8}")
+        box = isl.Set(f"{scop.param_space} -> {{ _o[{names}] : {' and '.join(cons) or 'true'} }}",
+                      context=scop.ctx).intersect_params(domain.params())
+        union = box if union is None else union.union(box)
+    assert union is not None
+    return union
 
 
 def _drop_params(s: isl.Set) -> isl.Set:
