@@ -23,7 +23,8 @@ from polyir.fusion.policy import FusionOptions, plan_and_fuse
 from polyir.fusion.privatize import shrink_buffers
 from polyir.fusion.producer_consumer import FusionRefused, fuse_into
 from polyir.fusion.sibling import common_depth, fuse_siblings
-from polyir.ir.nodes import Function, Module
+from polyir.ir.nodes import Barrier, Function, Launch, Module
+from polyir.ir.walk import walk_nodes
 from polyir.passes import register_pass
 
 MODES = ("greedy", "producer", "sibling")
@@ -58,6 +59,9 @@ class Fuse:
 
         def change(function: Function) -> Function:
             where = f"function '{function.name}'"
+            if any(isinstance(n, (Barrier, Launch)) for n in walk_nodes(function.body)):
+                ctx.remark("fuse", where, "not fused: it holds GPU-mapped code (barriers or launches)")
+                return function
             if self.mode in ("greedy", "producer"):
                 function, report = plan_and_fuse(function, ctx.target, ctx.analyses.isl, options)
                 for step in report.steps:

@@ -27,10 +27,11 @@ import islpy as isl
 
 from polyir.ir.affine import Aff
 from polyir.ir.nodes import Assign, Buffer, For, FragmentLoad, FragmentStore, Function, If, Load, Node
+from polyir.ir.types import MemorySpace
 from polyir.ir.walk import STATEMENT_NODES, buffer_accesses, walk_nodes
 from polyir.polyhedral.dependences import as_time_map
 from polyir.polyhedral.equivalence import read_sources
-from polyir.polyhedral.extract import extract
+from polyir.polyhedral.extract import NotPolyhedral, extract
 from polyir.polyhedral.footprint import loop_footprints
 
 
@@ -72,13 +73,18 @@ def shrink_buffer(function: Function, name: str, ctx: isl.Context | None = None)
     local = next((b for b in function.locals if b.name == name), None)
     if local is None:
         raise ShrinkRefused(f"'{name}' is not a function-level local of '{function.name}'")
+    if local.space not in (MemorySpace.GLOBAL, MemorySpace.LOCAL):
+        raise ShrinkRefused(f"'{name}' lives in {local.space} memory, which the GPU mapping places")
     loops = _enclosing_loop(function, name)
     if not loops:
         raise ShrinkRefused(f"the accesses to '{name}' are not inside one loop")
     host = loops[-1]
     # all accesses are inside one top-level nest: analyse that nest alone
     top = next(k for k, node in enumerate(function.body) if node is loops[0])
-    scop = extract(replace(function, body=(function.body[top],)), ctx)
+    try:
+        scop = extract(replace(function, body=(function.body[top],)), ctx)
+    except NotPolyhedral as error:
+        raise ShrinkRefused(str(error)) from None
     depth = len(loops)
     _require_private(scop, name, depth, loops)
     info = scop.loop(host.var)

@@ -467,8 +467,10 @@ def _hoist_block_locals(nodes: tuple[Node, ...]) -> tuple[tuple[Node, ...], list
         out: list[Node] = []
         for node in items:
             if isinstance(node, For) and not node.parallel and node.mapping is None:
-                hoisted.extend(node.locals)
-                node = replace(node, locals=(), body=visit(node.body))
+                moved = [b for b in node.locals if b.space is not MemorySpace.FRAGMENT]
+                hoisted.extend(moved)
+                node = replace(node, locals=tuple(b for b in node.locals if b not in moved),
+                               body=visit(node.body))
             elif isinstance(node, If):
                 node = replace(node, then_body=visit(node.then_body), else_body=visit(node.else_body))
             out.append(node)

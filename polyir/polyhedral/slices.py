@@ -133,8 +133,10 @@ def _count(target: isl.Set, cap: int = 100_000) -> int | None:
 
     try:
         target.foreach_point(add)
-    except StopIteration:
-        return None
+    except (StopIteration, isl.Error):  # islpy may report the stop as a failed foreach
+        if count > cap:
+            return None
+        raise
     return count
 
 
