@@ -13,7 +13,9 @@ class Target:
     """What the compiler may assume about the machine it compiles for.
 
     ``kind`` is ``"cpu"``, ``"cuda"`` or ``"interpret"`` (the reference
-    interpreter; slow, exact, always available).
+    interpreter; slow, exact, always available). ``parallel_dispatch_ns`` and
+    ``work_unit_ns`` describe the CPU's parallel runtime (see
+    :attr:`min_parallel_work`).
     """
 
     kind: str
@@ -25,10 +27,30 @@ class Target:
     max_threads_per_block: int = 0
     warp_size: int = 32
     mma_shapes: tuple[str, ...] = field(default=())
+    parallel_dispatch_ns: float = 3000.0
+    work_unit_ns: float = 0.25
 
     @property
     def name(self) -> str:
         return f"cuda:sm_{self.sm}" if self.kind == "cuda" else self.kind
+
+    @property
+    def min_parallel_work(self) -> float:
+        """The estimated work (``polyir.cpu.policy`` units) above which a
+        parallel loop runs on ``cores`` threads rather than serially.
+
+        Derived from two facts of the machine: ``parallel_dispatch_ns``, what
+        one dispatch through the OpenMP runtime costs (start the team, join it;
+        ``bench/cpu_runtime.py`` measures it: about 2-3 us on this project's
+        2-core host with the workers still spinning), and ``work_unit_ns``, the
+        time of one work unit on one core. Threads save ``work * (1 - 1/cores)``
+        and must pay for the dispatch with a margin of 2 (a shared machine
+        seldom gives every thread its core at once), so the threshold is
+        ``2 * dispatch / unit * cores / (cores - 1)``; infinite on one core.
+        """
+        if self.cores <= 1:
+            return float("inf")
+        return 2.0 * self.parallel_dispatch_ns / self.work_unit_ns * self.cores / (self.cores - 1)
 
 
 def cpu(cores: int | None = None) -> Target:
