@@ -28,14 +28,20 @@ class InterpretedExecutable:
         interpret(self.ir, *args)
 
 
-def build(module: Module, target: Target | str | None = None) -> Any:
-    """Compile ``module`` for ``target`` (default: the native CPU)."""
+def build(module: Module, target: Target | str | None = None, *, fast_math: bool = False) -> Any:
+    """Compile ``module`` for ``target`` (default: the native CPU).
+
+    ``fast_math``: the CPU backend may contract float multiply-adds into FMAs
+    and reassociate float operations (vectorised reductions); results then
+    differ from exact IEEE evaluation by rounding. The interpreter is always
+    exact; the CUDA backend ignores it (ptxas contracts multiply-adds anyway).
+    """
     resolved = resolve(target)
     if resolved.kind == "interpret":
         return InterpretedExecutable(module, resolved)
     if resolved.kind == "cpu":
         from polyir.cpu.jit import build_cpu
-        return build_cpu(module, resolved)
+        return build_cpu(module, resolved, fast_math=fast_math)
     if resolved.kind == "cuda":
         from polyir.ptx.build import build_cuda
         return build_cuda(module, resolved)

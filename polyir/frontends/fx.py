@@ -354,7 +354,7 @@ def _run_segment(segment: Segment, env: dict[torch.fx.Node, Any]) -> None:
 
 
 def build_plan(model: torch.nn.Module, args: Sequence[Any], *, target: Any, fallback: bool,
-               pipeline: str | None) -> Plan:
+               pipeline: str | None, fast_math: bool = True) -> Plan:
     """Capture, partition, lower and build ``model`` for ``args``."""
     from polyir.driver import build
 
@@ -374,7 +374,7 @@ def build_plan(model: torch.nn.Module, args: Sequence[Any], *, target: Any, fall
         if passes:
             from polyir.passes import transform
             module = transform(module, passes)
-        segment.executable = build(module, target)
+        segment.executable = build(module, target, fast_math=fast_math)
     if unsupported:
         names = sorted({op_name(s.node.target) for s in unsupported})
         where = ", ".join(f"{s.node.name} ({s.reason})" for s in unsupported)
@@ -401,13 +401,15 @@ class CompiledModel:
     """
 
     def __init__(self, model: torch.nn.Module, *, target: Any = "cpu", fallback: bool = True,
-                 pipeline: str | None = None) -> None:
+                 pipeline: str | None = None, fast_math: bool = True) -> None:
         self.model = model
         self.target = target
         self.fallback = fallback
         self.pipeline = pipeline
+        self.fast_math = bool(fast_math)
         self.plans: dict[Any, Plan] = {}
         self.last_plan: Plan | None = None
+        self._prepared: dict[Any, Any] = {}  # input signature -> PreparedPlan | None
 
     def plan_for(self, args: Sequence[Any], state: dict[str, torch.Tensor] | None = None) -> Plan:
         """The plan for ``args`` (and the model's current ``state``), compiling
@@ -419,14 +421,25 @@ class CompiledModel:
         plan = self.plans.get(key)
         if plan is None:
             plan = build_plan(self.model, args, target=self.target, fallback=self.fallback,
-                              pipeline=self.pipeline)
+                              pipeline=self.pipeline, fast_math=self.fast_math)
             self.plans[key] = plan
         self.last_plan = plan
         return plan
 
     def __call__(self, *args: Any) -> Any:
+        from polyir.frontends.fxrun import MISS, PreparedPlan, input_signature
+
+        signature = input_signature(args)
+        prepared = self._prepared.get(signature) if signature is not None else None
+        if prepared is not None:
+            result = prepared.call(args)
+            if result is not MISS:
+                self.last_plan = prepared.plan
+                return result
         state = model_state(self.model)
         plan = self.plan_for(args, state)
+        if signature is not None and (prepared is None or prepared.plan is not plan):
+            self._prepared[signature] = PreparedPlan.prepare(plan, self.model, state)
         flat, _ = pytree.tree_flatten(tuple(args))
         tensors = [leaf for leaf in flat if isinstance(leaf, torch.Tensor)]
         return plan.run(tensors, list(state.values()))
@@ -455,7 +468,7 @@ class CompiledModel:
 
 
 def compile_model(model: Any, example_inputs: Any, *, target: Any = "cpu", fallback: bool = True,
-                  pipeline: str | None = None) -> CompiledModel:
+                  pipeline: str | None = None, fast_math: bool = True) -> CompiledModel:
     """Compile ``model`` (an ``nn.Module`` or ``fx.GraphModule``) for
     ``example_inputs`` (a tensor or a tuple/list of arguments).
 
@@ -463,6 +476,10 @@ def compile_model(model: Any, example_inputs: Any, *, target: Any = "cpu", fallb
     ``fallback``: run operators without a lowering in eager (with one
     ``PolyirFallbackWarning``); when false they raise ``polyir.UnsupportedOp``.
     ``pipeline``: a pass pipeline string run on every lowered module.
+    ``fast_math`` (default on): the CPU backend may contract multiply-adds into
+    FMAs and reassociate float sums (vectorised reductions); results match
+    eager within rounding, as eager's own kernels do. ``False``: exact IEEE
+    evaluation of the lowered loops.
 
     Returns a :class:`CompiledModel`; it is compiled for the example inputs
     now, so unsupported operators and lowering errors surface here.
@@ -470,6 +487,7 @@ def compile_model(model: Any, example_inputs: Any, *, target: Any = "cpu", fallb
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"polyir.compile takes an nn.Module or fx.GraphModule, not {type(model).__name__}")
     args = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
-    compiled = CompiledModel(model, target=target, fallback=fallback, pipeline=pipeline)
+    compiled = CompiledModel(model, target=target, fallback=fallback, pipeline=pipeline,
+                             fast_math=fast_math)
     compiled.plan_for(args)
     return compiled
