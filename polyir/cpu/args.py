@@ -160,13 +160,14 @@ class ArgumentBinder:
                                           ", ".join(str(d) for d in param.shape),
                                           param.name in written))
         self.undefined = [s.name for s in slots if s.kind == "symbol" and s.name not in defined]
-        self._slot_sources: list[tuple[str, int | str]] = []
+        # each LLVM parameter: (argument position, "") for a buffer, (-1, name) for a symbol
+        self._slot_sources: list[tuple[int, str]] = []
         position_of = {p.name: k for k, p in enumerate(function.params)}
         for slot in self.slots:
             if slot.kind == "buffer":
-                self._slot_sources.append(("buffer", position_of[slot.name]))
+                self._slot_sources.append((position_of[slot.name], ""))
             else:
-                self._slot_sources.append(("symbol", slot.name))
+                self._slot_sources.append((-1, slot.name))
 
     def bind(self, args: Sequence[Any]) -> BoundCall:
         """Check ``args`` and return the raw call values; raises ``ArgumentError``."""
@@ -215,22 +216,21 @@ class ArgumentBinder:
             self._check_overlap(arrays, interfaces, pointers)
 
         bound = BoundCall([])
-        for kind, source in self._slot_sources:
-            if kind == "symbol":
-                bound.values.append(symbols[source])  # type: ignore[index]
+        for position, symbol in self._slot_sources:
+            if position < 0:
+                bound.values.append(symbols[symbol])
                 continue
-            position = source
-            array = arrays[position]  # type: ignore[index]
-            interface = interfaces[position]  # type: ignore[index]
-            assert array is not None and interface is not None
-            pointer = pointers[position]  # type: ignore[index]
-            if interface["strides"] is not None and not array.flags.c_contiguous:
-                contiguous = np.ascontiguousarray(array)
-                if array.flags.writeable:
-                    bound.copy_back.append((array, contiguous))
-                array = contiguous
+            given = arrays[position]
+            described = interfaces[position]
+            assert given is not None and described is not None
+            pointer = pointers[position]
+            if described["strides"] is not None and not given.flags.c_contiguous:
+                contiguous = np.ascontiguousarray(given)
+                if given.flags.writeable:
+                    bound.copy_back.append((given, contiguous))
+                given = contiguous
                 pointer = contiguous.__array_interface__["data"][0]
-            bound.keep_alive.append(array)
+            bound.keep_alive.append(given)
             bound.values.append(pointer)
         return bound
 
@@ -254,8 +254,8 @@ class ArgumentBinder:
             raise ArgumentError(f"{self.fname}: symbol '{self.undefined[0]}' is not defined by "
                                 f"any argument")
         self._check_shapes([{"shape": tuple(s)} for s in shapes if s is not None], symbols)
-        return [symbols[source] if kind == "symbol" else None  # type: ignore[index]
-                for kind, source in self._slot_sources]
+        return [symbols[symbol] if position < 0 else None
+                for position, symbol in self._slot_sources]
 
     def _check_shapes(self, interfaces: Sequence[dict[str, Any] | None],
                       symbols: dict[str, int]) -> None:

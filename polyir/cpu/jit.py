@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import threading
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,7 @@ from polyir.cpu.args import ArgumentBinder
 from polyir.cpu.cache import CompileCache, cache_key, compiler_fingerprint, default_cache_dir
 from polyir.cpu.hooks import CpuHooks
 from polyir.cpu.omp import openmp
-from polyir.cpu.parallel import dispatch_counter_names
+from polyir.cpu.parallel import dispatch_counter_names, threshold_name
 from polyir.errors import CompileError
 from polyir.ir.nodes import Assign, FragmentStore, Module, Node
 from polyir.ir.printer import print_module
@@ -36,6 +38,22 @@ from polyir.target import Target
 
 _LOCK = threading.RLock()
 _STATE: dict[str, Any] = {}
+_LIVE: weakref.WeakSet[CpuExecutable] = weakref.WeakSet()
+_FORKED = False
+"""True in a child process made by ``fork()``: libgomp's thread pool did not
+survive it (a dispatch would wait forever for threads that are not there), so
+every parallel loop runs serially from then on."""
+
+
+def _serial_after_fork() -> None:
+    global _FORKED
+    _FORKED = True
+    for executable in list(_LIVE):
+        executable._keep_serial()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_serial_after_fork)
 DEFAULT = object()
 """``cache_dir`` default: :func:`polyir.cpu.cache.default_cache_dir`."""
 
@@ -163,11 +181,21 @@ class CpuExecutable:
             address = engine.get_function_address(packed_name(module))
             self._counters = (engine.get_global_value_address(dispatches),
                               engine.get_global_value_address(team))
+            self._threshold = engine.get_global_value_address(threshold_name(llvm_name(module)))
         if not address:
             raise CompileError(f"function '{self.function.name}': no symbol in object code")
         self._engine = engine
         self._packed = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)(address)
         self._words = ctypes.c_int64 * len(self.slots)
+        with _LOCK:
+            _LIVE.add(self)
+            if _FORKED:
+                self._keep_serial()
+
+    def _keep_serial(self) -> None:
+        """Run every parallel loop serially from now on (see ``_FORKED``)."""
+        if self._threshold:
+            ctypes.c_double.from_address(self._threshold).value = float("inf")
 
     @property
     def asm(self) -> str:

@@ -27,8 +27,9 @@ libgomp keeps its worker threads after a parallel region and lets them spin
 for a while before they sleep (``GOMP_SPINCOUNT``, ``OMP_WAIT_POLICY``), so
 back-to-back dispatches cost about a microsecond; these environment variables
 are the runtime's own and polyir does not set them. libgomp's thread pool does
-not survive ``fork()``: a child process that runs parallel code after its parent
-did may hang (use the ``spawn`` start method, as with torch).
+not survive ``fork()`` (a dispatch in the child would wait forever for the
+parent's threads), so in a child made by ``fork()`` polyir runs every parallel
+loop serially (``polyir.cpu.jit``, through ``os.register_at_fork``).
 """
 from __future__ import annotations
 

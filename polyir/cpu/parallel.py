@@ -35,9 +35,11 @@ Inside the body, nested ``parallel`` loops are serial. A call made while a
 team is already running (from inside another OpenMP region) gets a team of
 one thread from libgomp and runs serially too.
 
-Two globals per entry function count what happened, for tests and
-diagnostics: ``F.dispatches`` (i64, dispatches through the runtime) and
-``F.team`` (i64, the team size of the latest dispatch).
+Globals per entry function: ``F.min_work`` (double, the policy's threshold,
+initially ``Target.min_parallel_work``; ``polyir.cpu.jit`` sets it to infinity
+in a child process after ``fork()``, where libgomp's thread pool is gone), and,
+for tests and diagnostics, ``F.dispatches`` (i64, dispatches through the
+runtime) and ``F.team`` (i64, the team size of the latest dispatch).
 """
 from __future__ import annotations
 
@@ -51,7 +53,7 @@ from polyir.cpu.reductions import PrivateReduction, privatised_reductions
 from polyir.ir.nodes import Buffer, For, If, Node
 from polyir.ir.types import DType
 from polyir.ir.walk import buffers_used, walk_nodes
-from polyir.llvm.hooks import F32, I1, I32, I64, compute_type
+from polyir.llvm.hooks import F32, F64, I1, I32, I64, compute_type
 from polyir.llvm.lower import FunctionLowerer, loop_hints
 
 PTR = ir.PointerType()
@@ -65,6 +67,21 @@ CHUNKS_PER_THREAD = 4
 def dispatch_counter_names(llvm_name: str) -> tuple[str, str]:
     """The globals counting dispatches and holding the latest team size."""
     return f"{llvm_name}.dispatches", f"{llvm_name}.team"
+
+
+def threshold_name(llvm_name: str) -> str:
+    """The global (double) holding the work above which loops dispatch; set to
+    infinity at run time to keep every loop serial (after ``fork()``)."""
+    return f"{llvm_name}.min_work"
+
+
+def _threshold(module: ir.Module, name: str, value: float) -> ir.GlobalVariable:
+    existing = module.globals.get(name)
+    if existing is not None:
+        return existing
+    threshold = ir.GlobalVariable(module, F64, name)
+    threshold.initializer = ir.Constant(F64, float(value))
+    return threshold
 
 
 @dataclass(frozen=True)
@@ -142,7 +159,10 @@ def emit_parallel_loop(lowerer: FunctionLowerer, loop: For, cores: int,
     for reduction in reductions:
         count = lowerer.element_count(lowerer.buffers[reduction.buffer].buffer)
         private_elements = count if private_elements is None else b.add(private_elements, count)
-    threshold = policy.dispatch_threshold(lowerer, min_parallel_work, cores, private_elements)
+    limit = _threshold(lowerer.llvm_module, threshold_name(_entry_name(lowerer)),
+                       min_parallel_work)
+    threshold = policy.dispatch_threshold(lowerer, b.load(limit, typ=F64), cores,
+                                          private_elements)
     on_threads = b.fcmp_ordered(">", work, threshold)
 
     threads_block = lowerer.llfunc.append_basic_block(f"{base}.threads")

@@ -119,13 +119,13 @@ def loop_work(lowerer: FunctionLowerer, loop: For) -> ir.Value:
     return b.fmul(b.sitofp(trip, F64), per_iteration)
 
 
-def dispatch_threshold(lowerer: FunctionLowerer, min_parallel_work: float, cores: int,
+def dispatch_threshold(lowerer: FunctionLowerer, min_parallel_work: ir.Value, cores: int,
                        private_elements: ir.Value | None) -> ir.Value:
-    """The work (f64) above which the loop runs on threads: the target's
-    ``min_parallel_work`` plus, per privatised element, its fill and combine
+    """The work (f64) above which the loop runs on threads: ``min_parallel_work``
+    (f64, the target's) plus, per privatised element, its fill and combine
     on every thread (``PRIVATE_ELEMENT_COST * cores / (cores - 1)``: the part
     of the work that threads save must also pay for that)."""
-    threshold = ir.Constant(F64, float(min_parallel_work))
+    threshold = min_parallel_work
     if private_elements is None:
         return threshold
     b = lowerer.builder

@@ -32,6 +32,7 @@ import torch.utils._pytree as pytree
 from polyir.errors import ArgumentError, UnsupportedOp
 from polyir.frontends.aten import LoweredSegment, lower_segment, op_name, unsupported_reason
 from polyir.frontends.aten.context import node_meta
+from polyir.frontends.fxrun import MISS, PreparedPlan, input_signature
 
 aten = torch.ops.aten
 
@@ -427,8 +428,6 @@ class CompiledModel:
         return plan
 
     def __call__(self, *args: Any) -> Any:
-        from polyir.frontends.fxrun import MISS, PreparedPlan, input_signature
-
         signature = input_signature(args)
         prepared = self._prepared.get(signature) if signature is not None else None
         if prepared is not None:

@@ -51,48 +51,84 @@ def input_signature(args: Sequence[Any]) -> tuple[Any, ...] | None:
 
 
 @dataclass(frozen=True)
-class _StateSlot:
-    """Where a state tensor lives: ``root._modules[p0]._modules[p1]...`` then
-    ``._parameters[name]`` or ``._buffers[name]``."""
+class _StateTensor:
+    """One state tensor of a module: ``module._parameters[attr]`` (or
+    ``_buffers``), expected with ``shape`` and ``dtype``, put in ``slot``."""
 
-    name: str
-    path: tuple[str, ...]
     attr: str
+    in_parameters: bool
+    slot: int
     shape: torch.Size
     dtype: torch.dtype
 
-    def fetch(self, root: torch.nn.Module) -> Any:
+
+@dataclass(frozen=True)
+class _StateGroup:
+    """The state tensors of the module at ``root._modules[p0]._modules[p1]...``."""
+
+    path: tuple[str, ...]
+    tensors: tuple[_StateTensor, ...]
+
+    def module(self, root: torch.nn.Module) -> Any:
         module: Any = root
         for part in self.path:
             module = module._modules.get(part)
             if module is None:
                 return None
-        found = module._parameters.get(self.attr)
-        if found is None:
-            found = module._buffers.get(self.attr)
-        return found
+        return module
 
 
-def _state_slot(root: torch.nn.Module, name: str, tensor: torch.Tensor) -> _StateSlot | None:
-    *path, attr = name.split(".")
-    slot = _StateSlot(name, tuple(path), attr, tensor.shape, tensor.dtype)
-    return slot if slot.fetch(root) is tensor else None
+def _state_groups(root: torch.nn.Module, names: Sequence[str], state: dict[str, torch.Tensor],
+                  first_slot: int) -> list[_StateGroup]:
+    """Group the traced state names by owning module; ``ValueError`` when a name
+    does not lead back to its tensor through the modules' dictionaries."""
+    grouped: dict[tuple[str, ...], list[_StateTensor]] = {}
+    for offset, name in enumerate(names):
+        *path, attr = name.split(".")
+        tensor = state[name]
+        group = _StateGroup(tuple(path), ())
+        module = group.module(root)
+        if module is None:
+            raise ValueError(f"state '{name}': no such submodule")
+        if module._parameters.get(attr) is tensor:
+            in_parameters = True
+        elif module._buffers.get(attr) is tensor:
+            in_parameters = False
+        else:
+            raise ValueError(f"state '{name}' is not a parameter or buffer of its module")
+        grouped.setdefault(tuple(path), []).append(
+            _StateTensor(attr, in_parameters, first_slot + offset, tensor.shape, tensor.dtype))
+    return [_StateGroup(path, tuple(tensors)) for path, tensors in grouped.items()]
 
 
 @dataclass
 class _Segment:
     executable: Any
-    inputs: list[tuple[int, bool, bool, str]]      # (slot, check, bf16 -> f32, graph name)
-    expected: list[tuple[torch.Size, torch.dtype]]
-    outputs: list[tuple[int, tuple[int, ...], torch.dtype, bool]]  # slot, shape, held, bf16
+    direct: list[tuple[int, int]]                  # (word, slot): pointer known
+    special: list[tuple[int, int, bool, bool, tuple[torch.Size, torch.dtype], str]]
+    # (word, slot, check against expected, bf16 -> f32, expected, graph name)
+    outputs: list[tuple[int, int, Any, tuple[int, ...], torch.dtype, bool]]
+    # (word, slot, empty_like template or None, shape, held dtype, bf16)
     template: list[int | None]
-    buffer_words: list[int]                        # word index of parameter k
 
 
 @dataclass
 class _Eager:
     node: torch.fx.Node
     slot: int
+
+
+def _allocation_template(shape: tuple[int, ...], dtype: torch.dtype) -> Any:
+    """A zero-stride tensor whose ``torch.empty_like`` is a new contiguous tensor
+    of ``shape`` (cheaper than ``torch.empty(shape, dtype=...)``), or ``None``
+    when that does not hold."""
+    template = torch.empty((), dtype=dtype).expand(shape)
+    probe = torch.empty_like(template)
+    contiguous = torch.empty(shape, dtype=dtype)
+    if probe.shape != contiguous.shape or probe.stride() != contiguous.stride() \
+            or probe.dtype != dtype:
+        return None
+    return template
 
 
 class PreparedPlan:
@@ -109,23 +145,20 @@ class PreparedPlan:
         for node in placeholders:
             self._slot[node] = len(self._slot)
         self.input_count = captured.input_count
-        self._inputs = placeholders[:captured.input_count]
-        self.state_slots: list[_StateSlot] = []
-        for name in captured.state_names:
-            slot = _state_slot(model, name, state[name])
-            if slot is None:
-                raise ValueError(f"state '{name}' is not a parameter or buffer of the model")
-            self.state_slots.append(slot)
-        self._constants: list[tuple[int, Any]] = []
+        self._groups = _state_groups(model, captured.state_names, state, captured.input_count)
+        constants: list[tuple[int, Any]] = []
         for node in graph.nodes:
             if node.op == "get_attr":
                 self._slot[node] = len(self._slot)
-                self._constants.append((self._slot[node], plan._constants[node]))
-        produced_by_segment: set[torch.fx.Node] = set()
+                value = plan._constants[node]
+                if isinstance(value, torch.Tensor) and not value.is_contiguous():
+                    value = value.contiguous()
+                constants.append((self._slot[node], value))
+        trusted = set(placeholders) | {n for n in graph.nodes if n.op == "get_attr"}
         self._steps: list[_Segment | _Eager] = []
         for step in plan.steps:
             if hasattr(step, "executable"):
-                self._steps.append(self._segment(step, produced_by_segment, captured))
+                self._steps.append(self._segment(step, trusted))
             else:
                 self._slot[step.node] = len(self._slot)
                 self._steps.append(_Eager(step.node, self._slot[step.node]))
@@ -140,7 +173,12 @@ class PreparedPlan:
                 and not captured.constant_outputs and self._out_spec is not None \
                 and self._out_spec.is_leaf():
             self._single_output = self._slot[single[0]]
-        self._size = len(self._slot)
+        self._values: list[Any] = [None] * len(self._slot)
+        self._pointers: list[int] = [0] * len(self._slot)
+        for slot, value in constants:
+            self._values[slot] = value
+            if isinstance(value, torch.Tensor) and value.is_cpu:
+                self._pointers[slot] = value.data_ptr()
         self._local = threading.local()
 
     @classmethod
@@ -158,35 +196,44 @@ class PreparedPlan:
                 return None
         try:
             return cls(plan, model, state)
-        except (ValueError, ArgumentError, KeyError):
+        except (ValueError, ArgumentError, KeyError, RuntimeError):
             return None
 
-    def _segment(self, segment: Any, produced: set[torch.fx.Node], captured: Any) -> _Segment:
+    def _segment(self, segment: Any, trusted: set[torch.fx.Node]) -> _Segment:
         executable = segment.executable
-        placeholders = {n for n in captured.gm.graph.nodes if n.op in ("placeholder", "get_attr")}
-        inputs = []
-        expected = []
         shapes: list[tuple[int, ...]] = []
-        for node in segment.inputs:
+        metas = []
+        for node in list(segment.inputs) + list(segment.outputs):
             meta = node_meta(node)
-            check = node not in produced and node not in placeholders
-            inputs.append((self._slot[node], check, meta.dtype == torch.bfloat16, node.name))
-            expected.append((meta.shape, meta.dtype))
+            metas.append(meta)
             shapes.append(tuple(int(s) for s in meta.shape))
-        outputs = []
-        for node in segment.outputs:
-            meta = node_meta(node)
-            self._slot[node] = len(self._slot)
-            produced.add(node)
-            bf16 = meta.dtype == torch.bfloat16
-            shape = tuple(int(s) for s in meta.shape)
-            outputs.append((self._slot[node], shape, torch.float32 if bf16 else meta.dtype, bf16))
-            shapes.append(shape)
         template = executable.binder.prepare(shapes)
-        buffer_words = [k for k, word in enumerate(template) if word is None]
-        if len(buffer_words) != len(shapes):
+        words = [k for k, word in enumerate(template) if word is None]
+        if len(words) != len(shapes):
             raise ValueError("segment parameters are not all buffers")
-        return _Segment(executable, inputs, expected, outputs, template, buffer_words)
+        direct: list[tuple[int, int]] = []
+        special = []
+        for k, node in enumerate(segment.inputs):
+            meta = metas[k]
+            bf16 = meta.dtype == torch.bfloat16
+            check = node not in trusted
+            if check or bf16:
+                special.append((words[k], self._slot[node], check, bf16,
+                                (meta.shape, meta.dtype), node.name))
+            else:
+                direct.append((words[k], self._slot[node]))
+        outputs = []
+        first = len(segment.inputs)
+        for k, node in enumerate(segment.outputs):
+            meta = metas[first + k]
+            self._slot[node] = len(self._slot)
+            trusted.add(node)
+            bf16 = meta.dtype == torch.bfloat16
+            held = torch.float32 if bf16 else meta.dtype
+            shape = shapes[first + k]
+            outputs.append((words[first + k], self._slot[node],
+                            _allocation_template(shape, held), shape, held, bf16))
+        return _Segment(executable, direct, special, outputs, template)
 
     def _words(self) -> list[Any]:
         words = getattr(self._local, "words", None)
@@ -207,27 +254,36 @@ class PreparedPlan:
     def call(self, args: Sequence[torch.Tensor]) -> Any:
         """Run the plan on ``args`` (tensors of the shapes and dtypes the plan
         was built for); :data:`MISS` when the state no longer fits it."""
-        values: list[Any] = [None] * self._size
-        position = 0
+        values = self._values.copy()
+        pointers = self._pointers.copy()
+        slot = 0
         for arg in args:
             if not arg.is_cpu:
                 return MISS
-            values[position] = arg if arg.is_contiguous() else arg.contiguous()
-            position += 1
+            if not arg.is_contiguous():
+                arg = arg.contiguous()
+            values[slot] = arg
+            pointers[slot] = arg.data_ptr()
+            slot += 1
         model = self.model
-        for slot in self.state_slots:
-            tensor = slot.fetch(model)
-            if tensor is None or tensor.shape != slot.shape or tensor.dtype is not slot.dtype \
-                    or not tensor.is_cpu:
+        for group in self._groups:
+            module = group.module(model)
+            if module is None:
                 return MISS
-            values[position] = tensor if tensor.is_contiguous() else tensor.contiguous()
-            position += 1
-        for slot_index, constant in self._constants:
-            values[slot_index] = constant
+            parameters, buffers = module._parameters, module._buffers
+            for entry in group.tensors:
+                tensor = (parameters if entry.in_parameters else buffers).get(entry.attr)
+                if tensor is None or tensor.shape != entry.shape \
+                        or tensor.dtype is not entry.dtype or not tensor.is_cpu:
+                    return MISS
+                if not tensor.is_contiguous():
+                    tensor = tensor.contiguous()
+                values[entry.slot] = tensor
+                pointers[entry.slot] = tensor.data_ptr()
         words = self._words()
         for step, array in zip(self._steps, words, strict=True):
             if isinstance(step, _Segment):
-                self._run_segment(step, array, values)
+                _run_segment(step, array, values, pointers)
             else:
                 node = step.node
                 lookup = self._lookup(values)
@@ -251,28 +307,29 @@ class PreparedPlan:
         slot = self._slot
         return lambda node: values[slot[node]]
 
-    @staticmethod
-    def _run_segment(step: _Segment, words: Any, values: list[Any]) -> None:
-        buffer_words = step.buffer_words
-        keep = []
-        for k, (slot, check, to_float, name) in enumerate(step.inputs):
-            tensor = values[slot]
-            if check:
-                tensor = _checked(tensor, step.expected[k], name, step.executable)
-            if to_float:
-                tensor = tensor.float()
-                keep.append(tensor)
-            words[buffer_words[k]] = tensor.data_ptr()
-        first = len(step.inputs)
-        results = []
-        for k, (slot, shape, held, _) in enumerate(step.outputs):
-            result = torch.empty(shape, dtype=held)
-            words[buffer_words[first + k]] = result.data_ptr()
-            results.append(result)
-        step.executable.call_words(words)
-        for (slot, _, _, bf16), result in zip(step.outputs, results, strict=True):
-            values[slot] = result.to(torch.bfloat16) if bf16 else result
-        del keep
+
+def _run_segment(step: _Segment, words: Any, values: list[Any], pointers: list[int]) -> None:
+    for word, slot in step.direct:
+        words[word] = pointers[slot]
+    keep = []
+    for word, slot, check, to_float, expected, name in step.special:
+        tensor = values[slot]
+        if check:
+            tensor = _checked(tensor, expected, name, step.executable)
+        if to_float:
+            tensor = tensor.float()
+        keep.append(tensor)
+        words[word] = tensor.data_ptr()
+    results = []
+    for word, slot, template, shape, held, _ in step.outputs:
+        result = torch.empty_like(template) if template is not None \
+            else torch.empty(shape, dtype=held)
+        words[word] = pointers[slot] = result.data_ptr()
+        results.append(result)
+    step.executable.call_words(words)
+    for (_, slot, _, _, _, bf16), result in zip(step.outputs, results, strict=True):
+        values[slot] = result.to(torch.bfloat16) if bf16 else result
+    del keep
 
 
 def _checked(tensor: Any, expected: tuple[torch.Size, torch.dtype], name: str,

@@ -394,3 +394,39 @@ def test_one_openmp_runtime_in_this_process():
     runtime = openmp()
     assert runtime is not None and runtime.source in ("loaded", "torch")
     assert len(loaded_openmp_libraries()) == 1
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork()")
+def test_forked_child_runs_parallel_loops_serially():
+    """libgomp's threads do not survive fork(): a dispatch in the child would
+    wait for them forever, so after fork every parallel loop runs serially."""
+    import os
+    import signal
+    import time
+
+    ex = build(SIZE_POLICY, dispatching(2))
+    y = np.zeros(1000, np.float32)
+    ex(y, np.ones(1000, np.float32))
+    assert ex.parallel_stats()["dispatches"] == 1
+    pid = os.fork()
+    if pid == 0:  # the child: exit status 0 only if it ran, serially
+        try:
+            out = np.zeros(1000, np.float32)
+            ex(out, np.ones(1000, np.float32))
+            late = build(SIZE_POLICY, dispatching(2))
+            late(out, np.ones(1000, np.float32))
+            ok = (out == 3.0).all() and ex.parallel_stats()["dispatches"] == 1 \
+                and late.parallel_stats()["dispatches"] == 0
+            os._exit(0 if ok else 1)
+        except BaseException:
+            os._exit(2)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child hung in a parallel loop")
