@@ -11,7 +11,9 @@ prints one table per section:
   dispatch per call after an idle gap (the workers asleep).
 * ``percall``: the Python-side cost of a compiled model's call at batch 1:
   the call's median time minus the median time of its native kernels alone
-  (the same argument words, called directly).
+  (argument words for tensors of the compiled shapes, called directly), both
+  in CPU time of the calling thread (``time.thread_time``: steadier than wall
+  time on a shared machine; the models run without ``mark-parallel``).
 * ``models``: the demo models (``polyir/frontends/demo_models.py``) at batch 1
   and at larger sizes, compiled without a pipeline and with
   ``pipeline="mark-parallel"`` (the size policy decides per loop), timed
@@ -75,19 +77,19 @@ func dot(s: f32[], a: f32[N], b: f32[N]) {
 }"""
 
 
-def interleaved(contenders: dict[str, Callable[[], Any]], repeats: int,
-                inner: int = 1) -> dict[str, float]:
+def interleaved(contenders: dict[str, Callable[[], Any]], repeats: int, inner: int = 1,
+                clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
     """Median seconds per call of each contender, timed in turn ``repeats`` times
-    (``inner`` calls per sample)."""
+    (``inner`` calls per sample) with ``clock``."""
     for fn in contenders.values():
         fn()
     samples: dict[str, list[float]] = {name: [] for name in contenders}
     for _ in range(repeats):
         for name, fn in contenders.items():
-            start = time.perf_counter()
+            start = clock()
             for _ in range(inner):
                 fn()
-            samples[name].append((time.perf_counter() - start) / inner)
+            samples[name].append((clock() - start) / inner)
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
@@ -106,12 +108,18 @@ def dispatch_section(quick: bool) -> list[str]:
     serial = build_cpu(polyir.parse(DISPATCH), cpu(1), cache_dir=None)
     s = np.zeros(2, np.float32)
     count = 500 if quick else 2000
-    times = interleaved({"parallel": lambda: parallel(s, count),
-                         "serial": lambda: serial(s, count)}, 7 if quick else 21)
-    per_dispatch = (times["parallel"] - times["serial"]) / count
-    lines = [f"dispatch ({_load()}): {per_dispatch * 1e9:.0f} ns per GOMP_parallel dispatch "
-             f"on 2 threads, back to back ({count} per call; serial iteration "
-             f"{times['serial'] / count * 1e9:.1f} ns)"]
+    parallel(s, count)
+    serial(s, count)
+    costs = []
+    for _ in range(7 if quick else 21):
+        start = time.perf_counter()
+        parallel(s, count)
+        middle = time.perf_counter()
+        serial(s, count)
+        costs.append(((middle - start) - (time.perf_counter() - middle)) / count)
+    lines = [f"dispatch ({_load()}): GOMP_parallel on 2 threads, back to back ({count} per "
+             f"call): median {statistics.median(costs) * 1e9:.0f} ns, best sample "
+             f"{min(costs) * 1e9:.0f} ns per dispatch"]
     for gap in (1e-4, 1e-3, 1e-2):
         single: list[float] = []
         alone: list[float] = []
@@ -150,19 +158,27 @@ def _ten_parameter_model() -> Any:
 
 
 def _native_only(compiled: Any, x: Any) -> Callable[[], None]:
-    """A function running only the native kernels of the latest plan, on kept-alive
-    zero tensors of the compiled shapes (old and new executables alike)."""
+    """A function running only the native kernels of the latest plan: graph
+    inputs and model state are the real tensors (kernels such as ``erf`` take
+    data-dependent time), other values kept-alive zero tensors of the compiled
+    shapes; works with the executables before and after the OpenMP runtime."""
     import torch
 
     from polyir.frontends.aten.context import node_meta
+    from polyir.frontends.fx import model_state
+    plan = compiled.last_plan
+    placeholders = [n for n in plan.captured.gm.graph.nodes if n.op == "placeholder"]
+    actual = dict(zip(placeholders, [x, *model_state(compiled.model).values()], strict=True))
     calls = []
     keep = []
-    for segment in compiled.last_plan.segments:
+    for segment in plan.segments:
         tensors = []
         for node in list(segment.inputs) + list(segment.outputs):
             meta = node_meta(node)
             dtype = torch.float32 if meta.dtype == torch.bfloat16 else meta.dtype
-            tensors.append(torch.zeros(tuple(int(d) for d in meta.shape), dtype=dtype))
+            real = actual.get(node)
+            tensors.append(real.detach().to(dtype).contiguous() if real is not None else
+                           torch.zeros(tuple(int(d) for d in meta.shape), dtype=dtype))
         keep.append(tensors)
         executable = segment.executable
         bound = executable.binder.bind([t.numpy() for t in tensors])
@@ -170,10 +186,9 @@ def _native_only(compiled: Any, x: Any) -> Callable[[], None]:
             words = executable._words(*bound.values)
             address = ctypes.addressof(words)
             keep.append(words)
-            calls.append(lambda e=executable, a=address: e._packed(a))
+            calls.append(partial(executable._packed, address))
         else:  # before the OpenMP runtime: the trailing dispatcher argument
-            values = bound.values + [executable._runtime.address]
-            calls.append(lambda e=executable, v=values: e._cfunc(*v))
+            calls.append(partial(executable._cfunc, *bound.values, executable._runtime.address))
 
     def run() -> None:
         for call in calls:
@@ -190,14 +205,14 @@ def percall_section(quick: bool) -> list[str]:
     cases = [("ten Linear(4,4) parameters", *_ten_parameter_model()),
              ("TransformerBlock", TransformerBlock().eval(), torch.randn(1, 32, 64)),
              ("SmallCNN", SmallCNN().eval(), torch.randn(1, 3, 32, 32))]
-    lines = [f"per-call overhead at batch 1 ({_load()}):"]
+    lines = [f"per-call overhead at batch 1, CPU time of the calling thread ({_load()}):"]
     for name, model, x in cases:
         compiled = polyir.compile(model, (x,))
         compiled(x)
         native = _native_only(compiled, x)
         inner = 200 if "ten" in name else 20
-        times = interleaved({"call": lambda c=compiled, x=x: c(x), "native": native},
-                            9 if quick else 25, inner)
+        times = interleaved({"call": partial(compiled, x), "native": native},
+                            9 if quick else 25, inner, time.thread_time)
         with torch.no_grad():
             expected = model(x)
         torch.testing.assert_close(compiled(x), expected, rtol=1e-3, atol=1e-3)

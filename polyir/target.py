@@ -8,6 +8,11 @@ import os
 from dataclasses import dataclass, field
 
 
+PARALLEL_MARGIN = 4.0
+"""How many times over the work a loop saves on threads must pay for a
+dispatch (see :attr:`Target.min_parallel_work`)."""
+
+
 @dataclass(frozen=True)
 class Target:
     """What the compiler may assume about the machine it compiles for.
@@ -27,8 +32,8 @@ class Target:
     max_threads_per_block: int = 0
     warp_size: int = 32
     mma_shapes: tuple[str, ...] = field(default=())
-    parallel_dispatch_ns: float = 3000.0
-    work_unit_ns: float = 0.25
+    parallel_dispatch_ns: float = 2000.0
+    work_unit_ns: float = 0.1
 
     @property
     def name(self) -> str:
@@ -40,17 +45,21 @@ class Target:
         parallel loop runs on ``cores`` threads rather than serially.
 
         Derived from two facts of the machine: ``parallel_dispatch_ns``, what
-        one dispatch through the OpenMP runtime costs (start the team, join it;
-        ``bench/cpu_runtime.py`` measures it: about 2-3 us on this project's
-        2-core host with the workers still spinning), and ``work_unit_ns``, the
-        time of one work unit on one core. Threads save ``work * (1 - 1/cores)``
-        and must pay for the dispatch with a margin of 2 (a shared machine
-        seldom gives every thread its core at once), so the threshold is
-        ``2 * dispatch / unit * cores / (cores - 1)``; infinite on one core.
+        one dispatch through the OpenMP runtime costs when the team's threads
+        have their cores (``python -m bench.cpu_runtime --sections dispatch``:
+        about 2 us on this project's 2-core host), and ``work_unit_ns``, the
+        time of one work unit of a vectorised loop on one core (0.04-0.15 ns
+        measured, 0.1 taken). Threads save ``work * (1 - 1/cores)`` and must
+        pay for the dispatch ``PARALLEL_MARGIN`` times over (a machine shared
+        with other work seldom gives every thread its core at once), so the
+        threshold is ``PARALLEL_MARGIN * dispatch / unit * cores / (cores - 1)``
+        (160,000 units, about 16 us of serial work, on 2 cores); infinite on
+        one core.
         """
         if self.cores <= 1:
             return float("inf")
-        return 2.0 * self.parallel_dispatch_ns / self.work_unit_ns * self.cores / (self.cores - 1)
+        return PARALLEL_MARGIN * self.parallel_dispatch_ns / self.work_unit_ns \
+            * self.cores / (self.cores - 1)
 
 
 def cpu(cores: int | None = None) -> Target:
