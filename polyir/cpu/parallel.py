@@ -210,11 +210,14 @@ def _outline_body(lowerer: FunctionLowerer, loop: For, context: _Context,
     for name, arg in zip(context.shared, args, strict=False):
         inner.bind_buffer(lowerer.buffers[name].buffer, arg)
     inner.allocate_locals(private)
+    # the first value again, from the values: constant bounds stay constants here
+    # (the ``lo`` argument is then unused and dropped by LLVM)
+    first, _ = inner.loop_bounds(loop)
 
     def iteration(k: ir.Value) -> None:
         scaled = inner.builder.mul(k, ir.Constant(I64, loop.step))
         scaled.flags.append("nsw")
-        value = inner.builder.add(lo, scaled)
+        value = inner.builder.add(first, scaled)
         value.flags.append("nsw")
         inner.bind(loop.var, value)
         inner.lower_body(loop.body)

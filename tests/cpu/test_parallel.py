@@ -152,6 +152,27 @@ def test_one_core_target_never_outlines():
     assert "GOMP_parallel" not in ex.llvm_ir
 
 
+def test_shared_subtree_does_not_privatise_its_locals():
+    """IR may hold the same loop object twice; a local both copies use stays shared."""
+    from polyir.ir.nodes import Function, Module
+    parsed = polyir.parse("""
+func f(C: f32[N], A: f32[N]) {
+  local t: f32[N] @global
+  for i = 0 to N parallel {
+    S0: t[i] = t[i] + A[i]
+    S1: C[i] = t[i]
+  }
+}""").entry
+    twice = parsed.body[0]
+    shared = Module((Function(parsed.name, parsed.params, (twice, twice), parsed.locals),))
+    ex = build_cpu(shared, dispatching(2), cache_dir=None)
+    A = np.arange(50, dtype=np.float32)
+    C = np.zeros(50, np.float32)
+    ex(C, A)
+    np.testing.assert_array_equal(C, 2 * A)
+    assert ex.parallel_stats()["dispatches"] == 2
+
+
 # ------------------------------------------------------------ reductions
 REDUCTIONS = {
     "+": ("s[0] = s[0] + a[k]", np.sum, 0.0),
