@@ -10,6 +10,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import polyir
 from polyir.cpu.jit import build_cpu
@@ -339,6 +340,72 @@ def test_random_programs_under_mark_parallel_with_reassociation(module):
         actual = copy.deepcopy(args)
         build_cpu(marked, target, cache_dir=None)(*actual)
         _compare(expected, actual, f"{target.cores} cores:\n{marked}")
+
+
+_SUBSCRIPTS = {"": [""], "M": ["i"], "4": ["i % 4", "(i + k) % 4", "2"],
+               "M, 3": ["i, k % 3", "i, 1"]}
+_UPDATES = {"+": "X[{s}] + A[k, i]", "*": "X[{s}] * A[k, i]", "max": "max(X[{s}], A[k, i])",
+            "min": "min(A[k, i], X[{s}])"}
+
+
+@st.composite
+def reduction_programs(draw: st.DrawFn) -> tuple[str, str, str]:
+    """A parallel ``k`` loop whose body reduces ``A[k, i]`` into ``X`` with a
+    random operator, dtype, accumulator shape and subscript (constant, an inner
+    variable, one mixing ``k`` in non-injectively), rectangular or triangular
+    inner bounds, and sometimes a race-free store beside it."""
+    op = draw(st.sampled_from(sorted(_UPDATES)))
+    dtype = draw(st.sampled_from(["f32", "f64", "i32"]))
+    shape = draw(st.sampled_from(sorted(_SUBSCRIPTS)))
+    subscript = draw(st.sampled_from(_SUBSCRIPTS[shape]))
+    upper = draw(st.sampled_from(["M", "min(M, k + 1)"]))
+    other = draw(st.booleans())
+    x_shape = f"[{shape}]"
+    update = _UPDATES[op].format(s=subscript)
+    side = "\n      S1: Y[k] = A[k, i]" if other else ""
+    text = f"""
+func r(X: {dtype}{x_shape}, Y: {dtype}[K], A: {dtype}[K, M]) {{
+  for k = 0 to K parallel {{
+    for i = 0 to {upper} {{
+      S0: X[{subscript}] = {update}{side}
+    }}
+  }}
+}}"""
+    return text, op, dtype
+
+
+@settings(max_examples=examples(20), deadline=None)
+@given(reduction_programs(), st.one_of(st.integers(0, 40), st.integers(1000, 3000)),
+       st.integers(0, 9), st.integers(0, 2**16))
+def test_random_reductions_are_privatised_exactly(program, k, m, seed):
+    """Native code on a team of 2 (every loop dispatched) equals the interpreter:
+    exactly for integers, within reassociation for floats; untouched elements
+    keep their values."""
+    text, op, dtype = program
+    module = polyir.parse(text)
+    function = module.entry
+    rng = np.random.default_rng(seed)
+    numpy_dtype = {"f32": np.float32, "f64": np.float64, "i32": np.int32}[dtype]
+    shape = tuple(m if d.terms else d.constant for d in function.params[0].shape)
+    if dtype == "i32":
+        A = rng.integers(-50, 50, (k, m)).astype(np.int32)
+        X = rng.integers(-50, 50, shape).astype(np.int32)
+    elif op == "*":
+        A = rng.uniform(0.9, 1.1, (k, m)).astype(numpy_dtype)
+        X = rng.uniform(0.5, 2, shape).astype(numpy_dtype)
+    else:
+        A = rng.standard_normal((k, m)).astype(numpy_dtype)
+        X = rng.standard_normal(shape).astype(numpy_dtype)
+    Y = np.zeros(k, numpy_dtype)
+    expected = [X.copy(), Y.copy(), A]
+    interpret(module, *expected)
+    actual = [X.copy(), Y.copy(), A]
+    build_cpu(module, dispatching(2), cache_dir=None)(*actual)
+    for e, a in zip(expected[:2], actual[:2], strict=True):
+        if dtype == "i32":
+            np.testing.assert_array_equal(a, e, err_msg=text)
+        else:
+            np.testing.assert_allclose(a, e, rtol=1e-4, atol=1e-5, err_msg=text)
 
 
 # ------------------------------------------------------------ errors
