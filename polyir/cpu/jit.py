@@ -54,6 +54,7 @@ def _serial_after_fork() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_serial_after_fork)
+
 DEFAULT = object()
 """``cache_dir`` default: :func:`polyir.cpu.cache.default_cache_dir`."""
 

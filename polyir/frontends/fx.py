@@ -258,11 +258,11 @@ def _is_tensor(node: torch.fx.Node) -> bool:
 DEFAULT_PIPELINE: str | None = None
 """The passes run on every lowered module when ``pipeline`` is not given.
 
-Empty for now: ``pipeline="mark-parallel"`` is correct (reductions stay
-sequential) and runs the marked loops on all cores, but the CPU backend
-dispatches every marked loop to threads whatever its size, and at tens of
-microseconds per dispatch that makes the small demo models slower (1.15 ->
-1.31 ms for the transformer block). A size-aware policy is the missing piece."""
+Empty for now; meant to become ``"mark-parallel"``, which is correct
+(reductions stay sequential; with ``accept_reassociation`` the CPU backend
+privatises them) and now cheap on small models: the CPU backend dispatches a
+marked loop to the OpenMP runtime only when its estimated work pays for the
+dispatch (docs/cpu.md, "Parallel loops")."""
 
 
 def default_pipeline() -> str | None:

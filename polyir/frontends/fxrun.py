@@ -145,7 +145,10 @@ class PreparedPlan:
         for node in placeholders:
             self._slot[node] = len(self._slot)
         self.input_count = captured.input_count
-        self._groups = _state_groups(model, captured.state_names, state, captured.input_count)
+        groups = _state_groups(model, captured.state_names, state, captured.input_count)
+        # the same, as plain tuples (the per-call loop unpacks them)
+        self._state = [(g.path, [(t.attr, t.in_parameters, t.slot, t.shape, t.dtype)
+                                 for t in g.tensors]) for g in groups]
         constants: list[tuple[int, Any]] = []
         for node in graph.nodes:
             if node.op == "get_attr":
@@ -266,20 +269,22 @@ class PreparedPlan:
             pointers[slot] = arg.data_ptr()
             slot += 1
         model = self.model
-        for group in self._groups:
-            module = group.module(model)
-            if module is None:
-                return MISS
+        for path, members in self._state:
+            module: Any = model
+            for part in path:
+                module = module._modules.get(part)
+                if module is None:
+                    return MISS
             parameters, buffers = module._parameters, module._buffers
-            for entry in group.tensors:
-                tensor = (parameters if entry.in_parameters else buffers).get(entry.attr)
-                if tensor is None or tensor.shape != entry.shape \
-                        or tensor.dtype is not entry.dtype or not tensor.is_cpu:
+            for attr, in_parameters, index, shape, dtype in members:
+                tensor = parameters.get(attr) if in_parameters else buffers.get(attr)
+                if tensor is None or tensor.shape != shape or tensor.dtype is not dtype \
+                        or not tensor.is_cpu:
                     return MISS
                 if not tensor.is_contiguous():
                     tensor = tensor.contiguous()
-                values[entry.slot] = tensor
-                pointers[entry.slot] = tensor.data_ptr()
+                values[index] = tensor
+                pointers[index] = tensor.data_ptr()
         words = self._words()
         for step, array in zip(self._steps, words, strict=True):
             if isinstance(step, _Segment):
