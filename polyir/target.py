@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-
 PARALLEL_MARGIN = 4.0
 """How many times over the work a loop saves on threads must pay for a
 dispatch (see :attr:`Target.min_parallel_work`)."""
