@@ -410,7 +410,8 @@ class CompiledModel:
         self.fast_math = bool(fast_math)
         self.plans: dict[Any, Plan] = {}
         self.last_plan: Plan | None = None
-        self._prepared: dict[Any, Any] = {}  # input signature -> PreparedPlan | None
+        # input signature -> (plan, its PreparedPlan or None when it has no fast path)
+        self._prepared: dict[Any, tuple[Plan, Any]] = {}
 
     def plan_for(self, args: Sequence[Any], state: dict[str, torch.Tensor] | None = None) -> Plan:
         """The plan for ``args`` (and the model's current ``state``), compiling
@@ -429,16 +430,16 @@ class CompiledModel:
 
     def __call__(self, *args: Any) -> Any:
         signature = input_signature(args)
-        prepared = self._prepared.get(signature) if signature is not None else None
-        if prepared is not None:
-            result = prepared.call(args)
+        known = self._prepared.get(signature) if signature is not None else None
+        if known is not None and known[1] is not None:
+            result = known[1].call(args)
             if result is not MISS:
-                self.last_plan = prepared.plan
+                self.last_plan = known[0]
                 return result
         state = model_state(self.model)
         plan = self.plan_for(args, state)
-        if signature is not None and (prepared is None or prepared.plan is not plan):
-            self._prepared[signature] = PreparedPlan.prepare(plan, self.model, state)
+        if signature is not None and (known is None or known[0] is not plan):
+            self._prepared[signature] = (plan, PreparedPlan.prepare(plan, self.model, state))
         flat, _ = pytree.tree_flatten(tuple(args))
         tensors = [leaf for leaf in flat if isinstance(leaf, torch.Tensor)]
         return plan.run(tensors, list(state.values()))

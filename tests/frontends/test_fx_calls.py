@@ -32,8 +32,8 @@ def _eager(model: torch.nn.Module, *args: torch.Tensor) -> torch.Tensor:
 def _compiled(model: torch.nn.Module, *args: torch.Tensor):
     compiled = polyir.compile(model, args)
     compiled(*args)
-    prepared = compiled._prepared.get(input_signature(args))
-    assert isinstance(prepared, PreparedPlan)
+    plan, prepared = compiled._prepared[input_signature(args)]
+    assert isinstance(prepared, PreparedPlan) and plan is compiled.last_plan
     return compiled
 
 
@@ -83,7 +83,7 @@ def test_inputs_of_several_shapes_each_get_a_prepared_plan():
         x = torch.randn(rows, 8)
         torch.testing.assert_close(compiled(x), _eager(model, x), rtol=1e-5, atol=1e-5)
     assert len(compiled.plans) == 3
-    assert all(isinstance(p, PreparedPlan) for p in compiled._prepared.values())
+    assert all(isinstance(p, PreparedPlan) for _, p in compiled._prepared.values())
 
 
 def test_non_contiguous_and_bf16_inputs():
@@ -120,6 +120,16 @@ def test_an_eager_result_of_another_shape_is_an_argument_error():
                                torch.tensor([[2.0], [4.0]]))
     with pytest.raises(polyir.ArgumentError, match="graph value"):
         compiled(torch.tensor([1.0, 0.0, 0.0]))
+
+
+def test_plans_without_a_fast_path_are_not_prepared_again():
+    model = Stack().eval()
+    x = torch.randn(2, 8)
+    compiled = polyir.compile(model, (x,), target="interpret")
+    for _ in range(2):
+        torch.testing.assert_close(compiled(x), _eager(model, x), rtol=1e-5, atol=1e-5)
+    ((plan, prepared),) = compiled._prepared.values()
+    assert prepared is None and plan is compiled.last_plan
 
 
 def test_calls_from_several_threads():
