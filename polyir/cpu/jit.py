@@ -78,11 +78,35 @@ def _initialise() -> None:
                   fingerprint=compiler_fingerprint(sources))
 
 
-def host_machine() -> llvm.TargetMachine:
-    """A new TargetMachine for the host CPU (an MCJIT engine takes ownership of one)."""
+def host_machine(vector_bits: int | None = None) -> llvm.TargetMachine:
+    """A new TargetMachine for the host CPU (an MCJIT engine takes ownership of
+    one), preferring ``vector_bits``-wide vectors when given (see
+    :func:`vector_width_features`)."""
+    features = _STATE["features"] + vector_width_features(vector_bits)
     return llvm.Target.from_triple(_STATE["triple"]).create_target_machine(
-        cpu=_STATE["cpu"], features=_STATE["features"], opt=3, reloc="pic",
-        codemodel="jitdefault")
+        cpu=_STATE["cpu"], features=features, opt=3, reloc="pic", codemodel="jitdefault")
+
+
+def vector_width_features(vector_bits: int | None) -> str:
+    """Subtarget features that make LLVM prefer ``vector_bits``-wide vectors on
+    x86 (``Target.vector_bits``): LLVM's own tuning for AVX-512 hosts prefers
+    256 bits; 512 lifts that, 128 asks for SSE widths; ``None``: LLVM's
+    default. Other architectures: nothing."""
+    if vector_bits is None or not _STATE["triple"].startswith(("x86_64", "i686")):
+        return ""
+    if vector_bits >= 512:
+        return ",-prefer-256-bit"
+    if vector_bits >= 256:
+        return ",+prefer-256-bit"
+    return ",+prefer-128-bit"
+
+
+def target_machine(vector_bits: int) -> llvm.TargetMachine:
+    """The (cached) TargetMachine that optimises and emits code for ``vector_bits``."""
+    machines = _STATE.setdefault("machines", {})
+    if vector_bits not in machines:
+        machines[vector_bits] = host_machine(vector_bits)
+    return machines[vector_bits]
 
 
 def host_description() -> str:
@@ -92,13 +116,14 @@ def host_description() -> str:
         return f"{_STATE['triple']} {_STATE['cpu']} {_STATE['features']}"
 
 
-def optimise(module_ref: llvm.ModuleRef) -> None:
-    """O3 with loop and SLP vectorisation, for the host target machine."""
+def optimise(module_ref: llvm.ModuleRef, vector_bits: int = 256) -> None:
+    """O3 with loop and SLP vectorisation, for the host with ``vector_bits``-wide
+    vectors preferred."""
     tuning = llvm.create_pipeline_tuning_options(speed_level=3)
     tuning.loop_vectorization = True
     tuning.slp_vectorization = True
     tuning.loop_unrolling = True
-    builder = llvm.create_pass_builder(_STATE["machine"], tuning)
+    builder = llvm.create_pass_builder(target_machine(vector_bits), tuning)
     builder.getModulePassManager().run(module_ref, builder)
 
 
@@ -205,8 +230,8 @@ class CpuExecutable:
             with _LOCK:
                 _initialise()
                 ref = llvm.parse_assembly(self.llvm_ir)
-                optimise(ref)
-                self._asm = _STATE["machine"].emit_assembly(ref)
+                optimise(ref, self.target.vector_bits)
+                self._asm = target_machine(self.target.vector_bits).emit_assembly(ref)
         return self._asm
 
     def __call__(self, *args: Any) -> None:
@@ -295,9 +320,9 @@ def build_cpu(module: Module, target: Target, cache_dir: Any = DEFAULT,
         except RuntimeError as error:
             raise CompileError(f"function '{module.entry.name}': invalid LLVM IR from "
                                f"lowering: {error}") from None
-        optimise(ref)
+        optimise(ref, target.vector_bits)
         _check_external_symbols(ref, module.entry.name)
-        object_code = _STATE["machine"].emit_object(ref)
+        object_code = target_machine(target.vector_bits).emit_object(ref)
         cache.store(key, fingerprint, object_code, llvm_ir,
                     {"function": module.entry.name, "target": repr(target),
                      "fast_math": fast_math})
