@@ -16,6 +16,11 @@ becomes
   atomic counter, so a thread the OS descheduled holds nobody up) or, when
   the loop has privatised reductions, *statically* (thread ``t`` of ``n`` takes
   ``[t*trip/n, (t+1)*trip/n)``, so the result does not depend on timing);
+  then every thread waits for the others in a *gather* (it counts itself in,
+  spins briefly on the count, then sleeps in ``usleep`` between looks), so the
+  team reaches libgomp's final barrier together. libgomp's own waits spin for
+  milliseconds, and on a machine whose cores are busy a spinning thread keeps
+  a core from the team thread the OS has not run yet;
 * at the loop's place in ``F``: the work estimate of ``polyir.cpu.policy``;
   above the threshold the dispatch, else a direct call of the body on
   ``[0, trip)`` in the calling thread. A non-zero status from any chunk (a
@@ -25,7 +30,7 @@ Privatised reductions (``polyir.cpu.reductions``): the dispatch allocates
 ``cores`` copies of each such buffer (``malloc``; failure: status 1, nothing
 runs); thread ``t`` fills copy ``t`` with the operator's identity, its chunks
 accumulate into it (the body is called with the copy in place of the buffer),
-and after a ``GOMP_barrier`` each thread combines its slice of the elements:
+and after a gather each thread combines its slice of the elements:
 ``X[e] = (...(X[e] op copy_0[e]) op copy_1[e]...) op copy_{n-1}[e]``. The
 identities are exact (``-0.0`` for float ``+``, NaN for ``max``/``min``, which
 ignore a NaN operand; a copy still NaN is skipped), so elements no iteration
@@ -62,6 +67,16 @@ TEAM_FUNCTION = ir.FunctionType(VOID, [PTR])
 """``void team_fn(ptr ctx)``: what ``GOMP_parallel`` runs on each thread."""
 CHUNKS_PER_THREAD = 4
 """Dynamic schedule: chunks per thread of the team (``cores * 4`` in all)."""
+SCALARS = ("lo", "trip", "parts", "counter", "status", "accumulated", "finished")
+"""The i64 fields of the context after the values: the loop's first value,
+trip count and number of chunks; the chunk counter; the worst status; the
+arrival counters of the gathers after the chunks (reductions) and at the end."""
+GATHER_SPINS = 50_000
+"""Atomic loads a thread spends waiting for the others in a gather before it
+starts sleeping (50-100 microseconds; libgomp spins for milliseconds)."""
+GATHER_SLEEP_US = 20
+"""Then it sleeps this long between looks (``usleep``), leaving its core to a
+team thread the OS has not run yet."""
 
 
 def dispatch_counter_names(llvm_name: str) -> tuple[str, str]:
@@ -94,19 +109,18 @@ class _Context:
 
     @property
     def struct(self) -> ir.LiteralStructType:
-        fields: list[ir.Type] = [PTR] * len(self.shared) + [I64] * (len(self.values) + 5)
+        fields: list[ir.Type] = [PTR] * len(self.shared) + [I64] * (len(self.values) + 7)
         for _ in self.reductions:
             fields += [PTR, I64]
         return ir.LiteralStructType(fields)
 
     def scalar(self, name: str) -> int:
-        """Index of ``lo``, ``trip``, ``parts``, ``counter`` or ``status``."""
-        return len(self.shared) + len(self.values) + ("lo", "trip", "parts", "counter",
-                                                      "status").index(name)
+        """Index of one of :data:`SCALARS`."""
+        return len(self.shared) + len(self.values) + SCALARS.index(name)
 
     def copies(self, position: int) -> int:
         """Index of reduction ``position``'s copies pointer (its count follows)."""
-        return len(self.shared) + len(self.values) + 5 + 2 * position
+        return len(self.shared) + len(self.values) + len(SCALARS) + 2 * position
 
 
 def _occurrences(nodes: Iterable[Node], loop: For) -> int:
@@ -282,7 +296,7 @@ def _dispatch(lowerer: FunctionLowerer, context: _Context, team_fn: ir.Function,
     fields += [lowerer.vars[v] for v in context.values]
     parts = b.call(lowerer.intrinsic("llvm.smin.i64", I64, [I64, I64]),
                    [trip, ir.Constant(I64, cores * CHUNKS_PER_THREAD)])
-    fields += [lo, trip, parts, ir.Constant(I64, 0), ir.Constant(I64, 0)]
+    fields += [lo, trip, parts] + [ir.Constant(I64, 0)] * (len(SCALARS) - 3)
     for pointer, count in zip(copies, counts, strict=True):
         fields += [pointer, count]
     for index, value in enumerate(fields):
@@ -367,18 +381,57 @@ def _team_function(lowerer: FunctionLowerer, context: _Context, body_fn: ir.Func
         result = b.call(body_fn, arguments + [lo, begin, end])
         with b.if_then(b.icmp_signed("!=", result, ir.Constant(I32, 0))):
             b.atomic_rmw("max", status_slot, b.sext(result, I64), "monotonic")
-        b.call(_declare(module, "GOMP_barrier", VOID, []), [])
+        _gather(team, _field(b, ctx, struct, context.scalar("accumulated")), threads)
         for reduction, base_pointer, count, target in copies:
             _combine(team, lowerer, reduction, base_pointer, count, target, thread, threads)
     else:
         _dynamic_chunks(team, ctx, struct, context, body_fn, arguments, lo, trip, parts,
                         status_slot)
+    _gather(team, _field(b, ctx, struct, context.scalar("finished")), threads)
 
     _, team_size = dispatch_counter_names(_entry_name(lowerer))
     with b.if_then(b.icmp_signed("==", thread, ir.Constant(I64, 0))):
         b.store(threads, _counter(module, team_size))
     team.finish()
     return team_fn
+
+
+def _gather(team: FunctionLowerer, arrived: ir.Value, threads: ir.Value) -> None:
+    """Wait until all ``threads`` have come here (``arrived`` counts them): a
+    barrier that spins :data:`GATHER_SPINS` loads and then sleeps, instead of
+    libgomp's, which spins for milliseconds. On a machine whose cores are busy
+    with other work, a spinning team thread keeps a core from the one thread
+    the OS has not run yet and each dispatch costs a scheduler time slice; a
+    sleeping one hands its core over. The team then reaches libgomp's final
+    barrier together, where nobody waits long."""
+    b = team.builder
+    function = team.llfunc
+    count = b.add(b.atomic_rmw("add", arrived, ir.Constant(I64, 1), "acq_rel"),
+                  ir.Constant(I64, 1))
+    spin = function.append_basic_block("gather.spin")
+    check = function.append_basic_block("gather.check")
+    sleep = function.append_basic_block("gather.sleep")
+    done = function.append_basic_block("gather.done")
+    start = b.block
+    b.cbranch(b.icmp_signed("<", count, threads), spin, done)
+
+    b.position_at_end(spin)
+    tries = b.phi(I64, name="gather.tries")
+    tries.add_incoming(ir.Constant(I64, 0), start)
+    seen = b.load_atomic(arrived, "acquire", 8, typ=I64)
+    b.cbranch(b.icmp_signed(">=", seen, threads), done, check)
+
+    b.position_at_end(check)
+    again = b.add(tries, ir.Constant(I64, 1))
+    tries.add_incoming(again, check)
+    b.cbranch(b.icmp_signed("<", again, ir.Constant(I64, GATHER_SPINS)), spin, sleep)
+
+    b.position_at_end(sleep)
+    usleep = _declare(team.llvm_module, "usleep", I32, [I32])
+    b.call(usleep, [ir.Constant(I32, GATHER_SLEEP_US)])
+    b.cbranch(b.icmp_signed(">=", b.load_atomic(arrived, "acquire", 8, typ=I64), threads),
+              done, sleep)
+    b.position_at_end(done)
 
 
 def _dynamic_chunks(team: FunctionLowerer, ctx: ir.Value, struct: ir.LiteralStructType,
