@@ -112,8 +112,12 @@ def python_speed() -> float:
 
 
 def _forced(cores: int) -> Any:
-    return replace(cpu(cores), parallel_dispatch_ns=0.0) \
-        if hasattr(cpu(cores), "parallel_dispatch_ns") else cpu(cores)
+    """Every loop dispatched, however late the team (the raw dispatch cost)."""
+    target = cpu(cores)
+    if hasattr(target, "team_late_ns"):
+        return replace(target, parallel_dispatch_ns=0.0, team_late_ns=2**62)
+    return replace(target, parallel_dispatch_ns=0.0) \
+        if hasattr(target, "parallel_dispatch_ns") else target
 
 
 # ------------------------------------------------------------------ dispatch

@@ -21,7 +21,10 @@ class Target:
     interpreter; slow, exact, always available). ``vector_bits``: the SIMD
     width the CPU backend prefers (LLVM's ``prefer-vector-width``).
     ``parallel_dispatch_ns`` and ``work_unit_ns`` describe the CPU's parallel
-    runtime (see :attr:`min_parallel_work`).
+    runtime (see :attr:`min_parallel_work`); ``team_late_ns``: a team thread
+    that starts later than this after its dispatch means the cores are busy
+    with other work, and the loop runs serially for a while
+    (``polyir.cpu.policy.LateTeam``).
     """
 
     kind: str
@@ -35,6 +38,7 @@ class Target:
     mma_shapes: tuple[str, ...] = field(default=())
     parallel_dispatch_ns: float = 2000.0
     work_unit_ns: float = 0.1
+    team_late_ns: int = 200_000
 
     @property
     def name(self) -> str:

@@ -30,15 +30,19 @@ class CpuHooks(LoweringHooks):
     ``cores``: threads of a dispatch (``<= 1``: every loop serial);
     ``min_parallel_work``: the work estimate above which a parallel loop runs
     on threads (``Target.min_parallel_work``); ``fast_math``: float operations
-    carry :data:`FAST_MATH_FLAGS`.
+    carry :data:`FAST_MATH_FLAGS`; ``team_late_ns``, ``work_unit_ns``: the
+    ``Target``'s (``polyir.cpu.policy.LateTeam``).
     """
 
     returns_status = True
 
-    def __init__(self, cores: int = 1, min_parallel_work: float = 0.0, fast_math: bool = False):
+    def __init__(self, cores: int = 1, min_parallel_work: float = 0.0, fast_math: bool = False,
+                 team_late_ns: int = 200_000, work_unit_ns: float = 0.1):
         self.cores = cores
         self.min_parallel_work = min_parallel_work
         self.fast_math = fast_math
+        self.team_late_ns = team_late_ns
+        self.work_unit_ns = work_unit_ns
         self.float_flags = FAST_MATH_FLAGS if fast_math else ()
 
     def math_call(self, lowerer: FunctionLowerer, fn: str, args: Sequence[ir.Value],
@@ -58,4 +62,5 @@ class CpuHooks(LoweringHooks):
         if self.cores <= 1:
             lowerer.lower_serial_loop(loop)
             return
-        emit_parallel_loop(lowerer, loop, self.cores, self.min_parallel_work)
+        emit_parallel_loop(lowerer, loop, self.cores, self.min_parallel_work, self.team_late_ns,
+                           self.work_unit_ns)

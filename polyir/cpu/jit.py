@@ -24,11 +24,11 @@ from typing import Any
 
 import llvmlite.binding as llvm
 
+from polyir.cpu.abi import global_names
 from polyir.cpu.args import ArgumentBinder
 from polyir.cpu.cache import CompileCache, cache_key, compiler_fingerprint, default_cache_dir
 from polyir.cpu.hooks import CpuHooks
 from polyir.cpu.omp import openmp
-from polyir.cpu.parallel import dispatch_counter_names, threshold_name
 from polyir.errors import CompileError
 from polyir.ir.nodes import Assign, FragmentStore, Module, Node
 from polyir.ir.printer import print_module
@@ -199,15 +199,13 @@ class CpuExecutable:
         self.slots = signature(self.function, CpuHooks())
         self.binder = ArgumentBinder(self.function, self.slots, _written(self.function.body))
         self._asm: str | None = None
-        dispatches, team = dispatch_counter_names(llvm_name(module))
         with _LOCK:
             engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), host_machine())
             engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
             engine.finalize_object()
             address = engine.get_function_address(packed_name(module))
-            self._counters = (engine.get_global_value_address(dispatches),
-                              engine.get_global_value_address(team))
-            self._threshold = engine.get_global_value_address(threshold_name(llvm_name(module)))
+            self._globals = {kind: engine.get_global_value_address(name)
+                             for kind, name in global_names(llvm_name(module)).items()}
         if not address:
             raise CompileError(f"function '{self.function.name}': no symbol in object code")
         self._engine = engine
@@ -220,8 +218,8 @@ class CpuExecutable:
 
     def _keep_serial(self) -> None:
         """Run every parallel loop serially from now on (see ``_FORKED``)."""
-        if self._threshold:
-            ctypes.c_double.from_address(self._threshold).value = float("inf")
+        if self._globals["min_work"]:
+            ctypes.c_double.from_address(self._globals["min_work"]).value = float("inf")
 
     @property
     def asm(self) -> str:
@@ -259,12 +257,22 @@ class CpuExecutable:
                            f"outputs may be partly written")
 
     def parallel_stats(self) -> dict[str, int]:
-        """``{"dispatches": n, "team": t}``: how many parallel loops ran on the
-        OpenMP runtime so far (loops the size policy kept serial do not count)
-        and the team size of the latest dispatch (0 before any)."""
-        dispatches, team = self._counters
-        return {"dispatches": ctypes.c_int64.from_address(dispatches).value if dispatches else 0,
-                "team": ctypes.c_int64.from_address(team).value if team else 0}
+        """``{"dispatches": n, "team": t, "deferred": d}``: how many parallel
+        loops ran on the OpenMP runtime so far (loops the size policy kept
+        serial do not count), the team size of the latest dispatch (0 before
+        any), and how many big-enough loops ran serially because the team had
+        come late at that loop just before (``polyir.cpu.policy.LateTeam``)."""
+        stats = {}
+        for kind in ("dispatches", "team", "deferred"):
+            address = self._globals[kind]
+            stats[kind] = ctypes.c_int64.from_address(address).value if address else 0
+        return stats
+
+    def _set_late_ns(self, nanoseconds: int) -> None:
+        """Tests: the lateness above which a team counts as late."""
+        address = self._globals["late_ns"]
+        if address:
+            ctypes.c_int64.from_address(address).value = nanoseconds
 
 
 def lower_to_llvm(module: Module, target: Target, fast_math: bool = False) -> str:
@@ -277,7 +285,8 @@ def lower_to_llvm(module: Module, target: Target, fast_math: bool = False) -> st
     llmod = ir.Module(name=f"polyir.{function.name}")
     llmod.triple = _STATE["triple"]
     llmod.data_layout = _STATE["data_layout"]
-    hooks = CpuHooks(parallel_cores(target), target.min_parallel_work, fast_math)
+    hooks = CpuHooks(parallel_cores(target), target.min_parallel_work, fast_math,
+                     target.team_late_ns, target.work_unit_ns)
     lowered = lower_function(llmod, function, hooks, llvm_name(module))
     _emit_packed_wrapper(llmod, llmod.get_global(lowered.llvm_name), lowered.params,
                          packed_name(module))

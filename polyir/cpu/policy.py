@@ -17,8 +17,24 @@ just before the loop, from the values of its bounds:
   (:func:`dispatch_threshold`), else serially in the calling thread.
 
 Everything is computed in ``double``, so deep nests of large trip counts
-cannot overflow. This is policy; the mechanism (outlining, dispatch,
-privatisation) is ``polyir.cpu.parallel``.
+cannot overflow.
+
+A loop big enough also needs a team that shows up. On a machine whose cores
+are busy with other work, the OS may not run a team thread for a whole time
+slice, and the dispatch then costs milliseconds instead of microseconds.
+:class:`LateTeam` remembers, per loop, how late the last thread of the last
+team started: later than ``Target.team_late_ns`` (:data:`LATE_NS`), the loop runs
+serially for a back-off time (at least :data:`BACKOFF_MIN_NS`, doubling
+while the team keeps coming late, up to :data:`BACKOFF_MAX_NS`; halved by
+each team on time), and then tries the team again. A dispatch that took longer than the
+loop took when it last ran serially (timed while the team was backed off;
+before that, :data:`SLOW_FACTOR` times its estimated serial time) counts as
+late too: the team started in time but lost its cores on the way. Loops with privatised reductions always
+use the team when they are big enough (their result depends on the team size
+by rounding, and must not depend on timing).
+
+This is policy; the mechanism (outlining, dispatch, privatisation) is
+``polyir.cpu.parallel`` and ``polyir.cpu.team``.
 """
 from __future__ import annotations
 
@@ -26,6 +42,7 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
+from polyir.cpu.abi import global_f64, global_i64, now_ns
 from polyir.ir.affine import Aff
 from polyir.ir.nodes import Assign, BinOp, Call, Cast, Compare, For, If, Load, Node, Select
 from polyir.llvm.hooks import F64, I64
@@ -132,3 +149,86 @@ def dispatch_threshold(lowerer: FunctionLowerer, min_parallel_work: ir.Value, co
     factor = PRIVATE_ELEMENT_COST * cores / max(1, cores - 1)
     extra = b.fmul(b.sitofp(private_elements, F64), ir.Constant(F64, factor))
     return b.fadd(threshold, extra)
+
+
+LATE_NS = 200_000
+"""A team whose last thread starts this long after the dispatch began (200 us;
+a sleeping libgomp worker wakes in 5-50 us on an idle machine) was not given
+its cores (the default of ``Target.team_late_ns``)."""
+SLOW_FACTOR = 3.0
+"""A dispatch that took this many times the loop's estimated serial time (the
+work estimate times ``Target.work_unit_ns``) did not get its cores either:
+even a scalar loop at three times the estimated time per unit runs in 1.5x
+on two threads."""
+NEVER_LATE_NS = 1 << 62
+"""``team_late_ns`` at or above this turns the back-off off (tests, benchmarks)."""
+BACKOFF_MIN_NS = 100_000_000
+"""The first serial stretch after a late team (100 ms): a try that finds the
+cores busy costs up to a scheduler time slice, several milliseconds."""
+BACKOFF_MAX_NS = 10_000_000_000
+"""The longest serial stretch (10 s)."""
+
+
+class LateTeam:
+    """The per-loop memory of late teams (see the module docstring): globals
+    ``{base}.retry_at`` (ns; the loop may dispatch again from then on),
+    ``{base}.backoff`` (ns) and ``{base}.serial_unit_ns`` (double: ns per work
+    unit the loop took when it last ran serially instead of dispatching; 0
+    before), and the entry function's ``deferred`` counter and ``late_ns``
+    threshold (``polyir.cpu.abi.global_names``)."""
+
+    def __init__(self, lowerer: FunctionLowerer, base: str, names: dict[str, str],
+                 late_ns: int = LATE_NS, work_unit_ns: float = 0.1):
+        module = lowerer.llvm_module
+        self.lowerer = lowerer
+        self.work_unit_ns = work_unit_ns
+        self.retry_at = global_i64(module, f"{base}.retry_at")
+        self.backoff = global_i64(module, f"{base}.backoff")
+        self.serial_unit_ns = global_f64(module, f"{base}.serial_unit_ns", 0.0)
+        self.deferred = global_i64(module, names["deferred"])
+        self.late_ns = global_i64(module, names["late_ns"], int(late_ns))
+
+    def allowed(self, now: ir.Value) -> ir.Value:
+        """i1: the loop may use the team at time ``now``."""
+        b = self.lowerer.builder
+        return b.icmp_signed(">=", now, b.load_atomic(self.retry_at, "monotonic", 8, typ=I64))
+
+    def learn_serial(self, start: ir.Value, work: ir.Value) -> None:
+        """After the loop ran serially instead of dispatching (from ``start``, ns):
+        count it as deferred and keep its time per work unit."""
+        b = self.lowerer.builder
+        b.atomic_rmw("add", self.deferred, ir.Constant(I64, 1), "monotonic")
+        elapsed = b.sitofp(b.sub(now_ns(self.lowerer), start), F64)
+        per_unit = b.fdiv(elapsed, b.call(self.lowerer.intrinsic(
+            "llvm.maxnum.f64", F64, [F64, F64]), [work, ir.Constant(F64, 1.0)]))
+        b.store_atomic(per_unit, self.serial_unit_ns, "monotonic", 8)
+
+    def record(self, start: ir.Value, arrival: ir.Value, work: ir.Value) -> None:
+        """After a dispatch begun at ``start`` whose last thread started at
+        ``arrival`` (0: nothing ran) for ``work`` units: back off when that
+        was late, or when the dispatch took longer than the loop ran serially
+        last time (or, before any serial run, over :data:`SLOW_FACTOR` times the
+        estimate ``work * work_unit_ns``)."""
+        b = self.lowerer.builder
+        finished = now_ns(self.lowerer)
+        lateness = b.sub(arrival, start)
+        limit = b.load_atomic(self.late_ns, "monotonic", 8, typ=I64)
+        ran = b.icmp_signed("!=", arrival, ir.Constant(I64, 0))
+        late_start = b.icmp_signed(">", lateness, limit)
+        measured = b.load_atomic(self.serial_unit_ns, "monotonic", 8, typ=F64)
+        per_unit = b.select(b.fcmp_ordered(">", measured, ir.Constant(F64, 0.0)), measured,
+                            ir.Constant(F64, self.work_unit_ns * SLOW_FACTOR))
+        elapsed = b.sitofp(b.sub(finished, start), F64)
+        slow = b.fcmp_ordered(">", elapsed, b.fmul(work, per_unit))
+        disabled = b.icmp_signed(">=", limit, ir.Constant(I64, NEVER_LATE_NS))
+        late: ir.Value = b.and_(ran, b.and_(b.or_(late_start, slow), b.not_(disabled)))
+        previous = b.load_atomic(self.backoff, "monotonic", 8, typ=I64)
+        smax = self.lowerer.intrinsic("llvm.smax.i64", I64, [I64, I64])
+        smin = self.lowerer.intrinsic("llvm.smin.i64", I64, [I64, I64])
+        doubled = b.call(smin, [b.call(smax, [b.mul(previous, ir.Constant(I64, 2)),
+                                              ir.Constant(I64, BACKOFF_MIN_NS)]),
+                                ir.Constant(I64, BACKOFF_MAX_NS)])
+        backoff = b.select(late, doubled, b.sdiv(previous, ir.Constant(I64, 2)))
+        b.store_atomic(backoff, self.backoff, "monotonic", 8)
+        retry = b.select(late, b.add(finished, backoff), ir.Constant(I64, 0))
+        b.store_atomic(retry, self.retry_at, "monotonic", 8)

@@ -71,7 +71,7 @@ def test_random_programs_with_parallel_outer_loops(module):
 
 def _dispatching(cores: int):
     """A target whose size policy sends every non-empty parallel loop to the team."""
-    return dataclasses.replace(cpu(cores), parallel_dispatch_ns=0.0)
+    return dataclasses.replace(cpu(cores), parallel_dispatch_ns=0.0, team_late_ns=2**62)
 
 
 @pytest.mark.parametrize("kernel", CORPUS, ids=[k.name for k in CORPUS])

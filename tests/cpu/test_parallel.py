@@ -23,8 +23,9 @@ RNG = np.random.default_rng(3)
 
 
 def dispatching(cores: int) -> Target:
-    """A target whose size policy sends every non-empty parallel loop to the team."""
-    return replace(cpu(cores), parallel_dispatch_ns=0.0)
+    """A target whose policy sends every non-empty parallel loop to the team
+    (however late the team comes)."""
+    return replace(cpu(cores), parallel_dispatch_ns=0.0, team_late_ns=2**62)
 
 
 def build(text: str, target: Target, fast_math: bool = False):
@@ -88,7 +89,7 @@ def test_parallel_equals_serial(name, shape):
     parallel(C_parallel, A, 1.5)
     np.testing.assert_array_equal(C_parallel, C_serial)
     assert parallel.parallel_stats()["dispatches"] >= 1
-    assert serial.parallel_stats() == {"dispatches": 0, "team": 0}
+    assert serial.parallel_stats() == {"dispatches": 0, "team": 0, "deferred": 0}
 
 
 def test_dispatch_uses_the_whole_team():
@@ -96,7 +97,7 @@ def test_dispatch_uses_the_whole_team():
     C = np.zeros((10, 1000), np.float32)
     ex(C, np.ones((10, 1000), np.float32), 2.0)
     np.testing.assert_array_equal(C, np.broadcast_to(2.0 + np.arange(10)[:, None], C.shape))
-    assert ex.parallel_stats() == {"dispatches": 1, "team": 2}
+    assert ex.parallel_stats() == {"dispatches": 1, "team": 2, "deferred": 0}
 
 
 def test_nested_loop_dispatches_once_per_outer_iteration():
@@ -131,7 +132,7 @@ def test_size_policy_keeps_small_loops_serial_and_dispatches_big_ones():
     out = np.zeros_like(big)
     ex(out, big)
     np.testing.assert_array_equal(out, 3.0)
-    assert ex.parallel_stats() == {"dispatches": 1, "team": 2}
+    assert ex.parallel_stats() == {"dispatches": 1, "team": 2, "deferred": 0}
 
 
 def test_size_policy_counts_inner_loops_with_symbolic_bounds():
@@ -146,6 +147,45 @@ def test_size_policy_counts_inner_loops_with_symbolic_bounds():
     C = np.zeros((2, 8), np.float32)
     ex(C, np.ones_like(C), 1.0)
     assert ex.parallel_stats()["dispatches"] == 1
+
+
+def test_a_late_team_sends_the_loop_serial_for_a_while():
+    """With ``team_late_ns=-1`` every team counts as late: the next big-enough
+    run of the loop is serial (counted as deferred), and after the back-off
+    (100 ms at first) the loop tries the team again. Results stay exact."""
+    import time
+
+    target = replace(cpu(2), parallel_dispatch_ns=0.0, team_late_ns=-1)
+    ex = build(SIZE_POLICY, target)
+    x = np.arange(1000, dtype=np.float32)
+    for expected in ({"dispatches": 1, "team": 2, "deferred": 0},
+                     {"dispatches": 1, "team": 2, "deferred": 1}):
+        y = np.zeros_like(x)
+        ex(y, x)
+        np.testing.assert_array_equal(y, x * 2 + 1)
+        assert ex.parallel_stats() == expected
+    time.sleep(0.25)
+    ex(y, x)
+    assert ex.parallel_stats() == {"dispatches": 2, "team": 2, "deferred": 1}
+
+
+def test_a_late_team_never_defers_a_privatised_reduction():
+    """Reductions keep using the team (their result depends on its size)."""
+    text = """
+func r(s: f64[1], a: f64[N]) {
+  for k = 0 to N parallel {
+    S0: s[0] = s[0] + a[k]
+  }
+}"""
+    ex = build(text, replace(cpu(2), parallel_dispatch_ns=0.0, team_late_ns=-1))
+    a = RNG.standard_normal(5000)
+    results = set()
+    for _ in range(3):
+        s = np.zeros(1)
+        ex(s, a)
+        results.add(s.tobytes())
+    assert len(results) == 1
+    assert ex.parallel_stats() == {"dispatches": 3, "team": 2, "deferred": 0}
 
 
 def test_one_core_target_never_outlines():
@@ -195,8 +235,8 @@ def test_scalar_reduction_is_privatised(op, n):
     ex(s, a)
     np.testing.assert_allclose(s[0], reference(a), rtol=1e-12)
     # one iteration does not pay for filling and combining two copies: serial
-    assert ex.parallel_stats() == ({"dispatches": 1, "team": 2} if n > 1 else
-                                   {"dispatches": 0, "team": 0})
+    assert ex.parallel_stats() == ({"dispatches": 1, "team": 2, "deferred": 0} if n > 1 else
+                                   {"dispatches": 0, "team": 0, "deferred": 0})
 
 
 def test_forty_sums_are_exact_up_to_reassociation():
@@ -435,7 +475,7 @@ def test_allocation_failure_in_a_chunk_is_a_memory_error(target):
     with pytest.raises(MemoryError, match="cannot allocate"):
         ex(C, G, 2**31)
     if target.parallel_dispatch_ns == 0.0:
-        assert ex.parallel_stats() == {"dispatches": 2, "team": 2}
+        assert ex.parallel_stats() == {"dispatches": 2, "team": 2, "deferred": 0}
 
 
 # ------------------------------------------------------------ one runtime
@@ -450,7 +490,7 @@ ex = build_cpu(polyir.parse('''func f(y: f32[N]) {
   for i = 0 to N parallel {
     S0: y[i] = y[i] + 1.0
   }
-}'''), replace(cpu(2), parallel_dispatch_ns=0.0), cache_dir=None)
+}'''), replace(cpu(2), parallel_dispatch_ns=0.0, team_late_ns=2**62), cache_dir=None)
 y = np.zeros(100, np.float32)
 ex(y)
 assert (y == 1).all() and ex.parallel_stats()["team"] == 2
