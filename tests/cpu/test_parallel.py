@@ -366,7 +366,7 @@ def _compare(expected: list, actual: list, context: str) -> None:
             np.testing.assert_array_equal(a, e, err_msg=f"argument {index} of\n{context}")
 
 
-@settings(max_examples=examples(15), deadline=None)
+@settings(max_examples=examples(10), deadline=None)
 @given(programs(max_depth=3, dtypes=("f32", "f64")))
 def test_random_programs_under_mark_parallel_with_reassociation(module):
     """Whatever ``mark-parallel{accept_reassociation=true}`` marks, native code on
@@ -414,7 +414,7 @@ func r(X: {dtype}{x_shape}, Y: {dtype}[K], A: {dtype}[K, M]) {{
     return text, op, dtype
 
 
-@settings(max_examples=examples(20), deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(reduction_programs(), st.one_of(st.integers(0, 40), st.integers(1000, 3000)),
        st.integers(0, 9), st.integers(0, 2**16))
 def test_random_reductions_are_privatised_exactly(program, k, m, seed):
