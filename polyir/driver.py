@@ -59,9 +59,15 @@ class InterpretedExecutable:
         interpret(self.ir, *args)
 
 
-def build(module: Module, target: Target | str | None = None, **options: Any) -> Any:
+def build(module: Module, target: Target | str | None = None, *, fast_math: bool = False,
+          **options: Any) -> Any:
     """Lower ``module`` for ``target`` (default: the native CPU) as it is: no pass
     runs here. ``options`` go to the backend (``cache_dir`` for the CPU).
+
+    ``fast_math``: the CPU backend may contract float multiply-adds into FMAs
+    and reassociate float operations (vectorised reductions); results then
+    differ from exact IEEE evaluation by rounding. The interpreter is always
+    exact; the CUDA backend ignores it (ptxas contracts multiply-adds anyway).
     Raises ``polyir.CompileError`` for IR the backend cannot lower (for CUDA,
     host code that is not mapped yet: use :func:`compile_ir`)."""
     resolved = resolve(target)
@@ -69,10 +75,10 @@ def build(module: Module, target: Target | str | None = None, **options: Any) ->
         return InterpretedExecutable(module, resolved)
     if resolved.kind == "cpu":
         from polyir.cpu.jit import build_cpu
-        return build_cpu(module, resolved, **options)
+        return build_cpu(module, resolved, fast_math=fast_math, **options)
     if resolved.kind == "cuda":
         from polyir.ptx.build import build_cuda
-        return build_cuda(module, resolved, **options)
+        return build_cuda(module, resolved)
     raise ValueError(f"no backend for target {resolved.name}")
 
 
