@@ -27,6 +27,7 @@ line, ``_repr_markdown_`` a table for notebooks, and collections iterate.
 ``check_fusion``       may two top-level nests be fused at a depth?
 ``check_schedule``     is a schedule (isl map or text) valid?
 ``check_rewrite``      does a rewritten function keep every dependence?
+``apply_schedule``     the code for a (checked) schedule, by isl's code generator
 ``footprints``         per buffer, the region a nest touches below a depth
 ``loop_footprints``    the same below one loop
 =====================  =====================================================
@@ -41,7 +42,16 @@ import importlib
 from typing import Any
 
 from polyir.polyhedral.analysis import Analyses
-from polyir.polyhedral.api import Accesses, accesses, dependences, domains, instances, schedules, scop
+from polyir.polyhedral.api import (
+    Accesses,
+    accesses,
+    apply_schedule,
+    dependences,
+    domains,
+    instances,
+    schedules,
+    scop,
+)
 from polyir.polyhedral.dependences import ALL_KINDS, MEMORY_KINDS, Dependence, Dependences
 from polyir.polyhedral.extract import Access, NotPolyhedral, Scop, StatementInfo
 from polyir.polyhedral.footprint import Footprint, Footprints, footprints, loop_footprints
@@ -60,7 +70,7 @@ from polyir.polyhedral.legality import (
 __all__ = [
     "scop", "domains", "accesses", "schedules", "instances", "dependences",
     "check_parallel", "check_permutable", "check_permutation", "check_fusion",
-    "check_schedule", "check_rewrite", "footprints", "loop_footprints",
+    "check_schedule", "check_rewrite", "apply_schedule", "footprints", "loop_footprints",
     "Scop", "StatementInfo", "Access", "Accesses", "Dependence", "Dependences",
     "Legality", "Witness", "Instance", "Footprint", "Footprints", "Analyses",
     "NotPolyhedral", "ALL_KINDS", "MEMORY_KINDS",

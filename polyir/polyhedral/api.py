@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import overload
 
 import islpy as isl
 
@@ -132,3 +133,25 @@ def loop_vars_of(function: Function) -> dict[str, tuple[str, ...]]:
 
     visit(function.body, ())
     return found
+
+
+@overload
+def apply_schedule(ir: Module, schedule: isl.Schedule | isl.UnionMap | str,
+                   accept_reassociation: bool = False) -> Module: ...
+@overload
+def apply_schedule(ir: Function, schedule: isl.Schedule | isl.UnionMap | str,
+                   accept_reassociation: bool = False) -> Function: ...
+def apply_schedule(ir: IR, schedule: isl.Schedule | isl.UnionMap | str,
+                   accept_reassociation: bool = False) -> IR:
+    """``ir`` with its body regenerated (isl's code generator) to run its
+    instances in the order of ``schedule``: an isl map from instances to time
+    vectors, as text (``"[n] -> { S0[i, j] -> [i + j, j] }"``) or an isl object.
+    A module comes back as a module (its entry function rewritten). Raises
+    ``IllegalTransform`` with the dependence and a witness when the schedule
+    violates a dependence, ``ValueError`` when it misses some instances."""
+    from polyir.polyhedral.codegen import apply_schedule as regenerate
+    if isinstance(ir, Module):
+        entry = ir.entry
+        new = regenerate(entry, schedule, accept_reassociation)
+        return Module(tuple(new if f is entry else f for f in ir.functions))
+    return regenerate(ir, schedule, accept_reassociation)
