@@ -1,4 +1,4 @@
-"""Regenerate what docs/tutorial.md shows: run its blocks in a scratch directory,
+"""Regenerate what docs/tutorial.md and docs/analysis.md show: run their blocks in a scratch directory,
 copy the pictures they draw into docs/images/ and write their printed output
 back into the page (tests/test_tutorial.py checks that both stay true).
 
@@ -33,5 +33,5 @@ def regenerate(page_path: Path) -> None:
 
 
 if __name__ == "__main__":
-    for name in sys.argv[1:] or ["docs/tutorial.md"]:
+    for name in sys.argv[1:] or ["docs/tutorial.md", "docs/analysis.md"]:
         regenerate(ROOT / name)

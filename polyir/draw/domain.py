@@ -102,9 +102,11 @@ def _arrows(ax: Any, layout: Layout, segments: Sequence[tuple[tuple[float, ...],
                   gid=f"dependence:{kind}")
         return
     from matplotlib.patches import FancyArrowPatch
+    # add_artist, not add_patch: the points already set the limits, and add_patch's
+    # limit update computes each arrow's path (most of the drawing time)
     for a, b in segments:
         rad = bend + (0.45 if layout.rows and a[1] == b[1] else 0.0)
-        ax.add_patch(FancyArrowPatch((a[0], a[1]), (b[0], b[1]), arrowstyle="-|>", mutation_scale=9, shrinkA=5, shrinkB=5,
+        ax.add_artist(FancyArrowPatch((a[0], a[1]), (b[0], b[1]), arrowstyle="-|>", mutation_scale=9, shrinkA=5, shrinkB=5,
                                      connectionstyle=f"arc3,rad={rad}", color=color, linewidth=0.9,
                                      alpha=0.85, zorder=2, gid=f"dependence:{kind}"))
 
@@ -192,7 +194,7 @@ def _draw_witness(ax: Any, layout: Layout, witness: Witness, points: Mapping[str
              zorder=4)
     if layout.ndim == 2:
         from matplotlib.patches import FancyArrowPatch
-        ax.add_patch(FancyArrowPatch((ends[0][0], ends[0][1]), (ends[1][0], ends[1][1]), arrowstyle="-|>", mutation_scale=14, shrinkA=7,
+        ax.add_artist(FancyArrowPatch((ends[0][0], ends[0][1]), (ends[1][0], ends[1][1]), arrowstyle="-|>", mutation_scale=14, shrinkA=7,
                                      shrinkB=7, color="black", linewidth=2.0, zorder=5, gid="witness"))
         ax.annotate("witness", ends[1], xytext=(8, 8), textcoords="offset points", fontsize=8)
 

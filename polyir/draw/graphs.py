@@ -17,6 +17,7 @@ from polyir.draw.picture import KIND_COLORS, DrawError, Picture, new_figure
 from polyir.ir.nodes import Function, Module
 from polyir.polyhedral.dependences import compute_dependences, kind_names
 from polyir.polyhedral.extract import extract, function_of
+from polyir.polyhedral.report import plural
 
 IR = Module | Function
 
@@ -55,7 +56,7 @@ def _arc_diagram(ax: Any, labels: Sequence[str], edges: Sequence[tuple[int, int,
             apex = ((xa + xb) / 2, sign * (0.2 + abs(rad) * abs(xb - xa) / 2))
         arrow = FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=10, connectionstyle=f"arc3,rad={rad}",
                                 shrinkA=2, shrinkB=2, color=color, linewidth=1.1, zorder=2, gid=f"edge:{kind}")
-        ax.add_patch(arrow)
+        ax.add_artist(arrow)
         ax.text(apex[0], apex[1], label, ha="left" if source == sink else "center", va="center", fontsize=7,
                 color=color, gid="edge-label", zorder=4,
                 bbox={"boxstyle": "round,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.8})
@@ -93,7 +94,8 @@ def dependence_graph(ir: IR, *, kinds: str | Sequence[str] | None = None, title:
     ax = figure.add_subplot(111)
     _arc_diagram(ax, labels, edges)
     kinds_text = "/".join(k.upper() for k in kind_names(kinds))
-    ax.set_title(title or f"{function.name}: {len(names)} statements, {len(edges)} {kinds_text} dependences\n"
+    ax.set_title(title or f"{function.name}: {plural(len(names), 'statement')}, "
+                          f"{plural(len(edges), kinds_text + ' dependence')}\n"
                           f"(above: forward in the text; below: backward, carried by a loop)", fontsize=9)
     return Picture(figure, "dependence graph", function.name, {"nodes": len(names), "edges": len(edges)})
 
@@ -121,6 +123,7 @@ def nest_graph(ir: IR, *, kinds: str | Sequence[str] | None = "memory", title: s
     figure = _figure(len(labels), len(edges))
     ax = figure.add_subplot(111)
     _arc_diagram(ax, labels, edges)
-    ax.set_title(title or f"{function.name}: {len(labels)} nests, {len(edges)} dependences between them",
+    ax.set_title(title or f"{function.name}: {plural(len(labels), 'nest')}, "
+                          f"{plural(len(edges), 'dependence')} between them",
                  fontsize=9)
     return Picture(figure, "nest graph", function.name, {"nests": len(labels), "edges": len(edges)})

@@ -38,6 +38,11 @@ def short(text: str, limit: int = REPR_LIMIT) -> str:
     return flat if len(flat) <= limit else flat[:limit - 3].rstrip() + "..."
 
 
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """``1 remark``, ``2 remarks`` (``many``: the plural when not ``word + "s"``)."""
+    return f"{count} {word if count == 1 else many or word + 's'}"
+
+
 def isl_body(obj: object) -> str:
     """isl text without its ``[params] -> { ... }`` wrapping (``S0[i] : 0 <= i < N``)."""
     text = str(obj)

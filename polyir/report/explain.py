@@ -81,10 +81,10 @@ class Explanation:
         return f"explain {self.pipeline or '(empty pipeline)'} on {names} for {self.target}"
 
     def __repr__(self) -> str:
-        from polyir.polyhedral.report import short
+        from polyir.polyhedral.report import plural, short
         missed = len(self.missed())
-        return short(f"<Explanation of {self.pipeline!r}: {len(self.steps)} passes, "
-                     f"{len(self.remarks)} remarks ({missed} missed)>")
+        return short(f"<Explanation of {self.pipeline!r}: {plural(len(self.steps), 'pass', 'passes')}, "
+                     f"{plural(len(self.remarks), 'remark')} ({missed} missed)>")
 
     def __str__(self) -> str:
         lines = [self._heading()]
