@@ -65,7 +65,7 @@ def _axes(figure: Any, layout: Layout, position: int = 111) -> Any:
     else:
         ax.set_ylabel(layout.axes[1] if len(layout.axes) > 1 else "")
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_aspect("equal", adjustable="datalim")
+        ax.set_aspect("equal", adjustable="box")
     ax.margins(0.08)
     return ax
 
@@ -78,6 +78,18 @@ def _figure_size(layout: Layout, points: Mapping[str, Sequence[tuple[int, ...]]]
     width = min(11.0, max(3.6, 0.55 * (max(xs) - min(xs) + 2)))
     height = min(9.0, max(2.2, 0.55 * (max(ys) - min(ys) + 2) + 1.2))
     return min(16.0, width * panels + 0.6), height
+
+
+def _fit(ax: Any, layout: Layout, positions: Sequence[tuple[float, ...]]) -> None:
+    """Limits around the integer points (positions are integers, give or take the
+    small offsets that set statements apart), so every tick is a loop value."""
+    if layout.ndim == 3 or not positions:
+        return
+    xs = [round(p[0]) for p in positions]
+    ax.set_xlim(min(xs) - 0.7, max(xs) + 0.7)
+    if not layout.rows:
+        ys = [round(p[1]) for p in positions]
+        ax.set_ylim(min(ys) - 0.7, max(ys) + 0.7)
 
 
 def _scatter(ax: Any, layout: Layout, positions: Sequence[tuple[float, ...]], gid: str, **style: Any) -> Any:
@@ -138,8 +150,8 @@ def domain(ir: IR, params: Mapping[str, int], *, statements: str | Sequence[str]
     be drawn.
     """
     function = function_of(ir)
-    sizes = check_params(function, params, "a picture")
     scop = extract(function)
+    sizes = check_params(function, params, "a picture", scop)
     names = select_statements(scop, statements)
     try:
         wanted = kind_names(kinds)
@@ -149,11 +161,13 @@ def domain(ir: IR, params: Mapping[str, int], *, statements: str | Sequence[str]
     layout = make_layout(scop, names, points, dims)
     figure = new_figure(*_figure_size(layout, points))
     ax = _axes(figure, layout)
-    drawn_points = 0
+    drawn: list[tuple[float, ...]] = []
     for k, name in enumerate(names):
         positions = sorted({layout.position(name, v) for v in points[name]})
-        drawn_points += len(positions)
+        drawn += positions
         _scatter(ax, layout, positions, f"instances:{name}", s=28, zorder=3, **statement_style(k))
+    _fit(ax, layout, drawn)
+    drawn_points = len(drawn)
     deps = compute_dependences(scop)
     selected = set(names)
     pair_counts: dict[str, int] = {}
@@ -223,6 +237,7 @@ def _order_panel(ax: Any, layout: Layout, order: Sequence[tuple[str, tuple[int, 
         ax.legend(handles=[Line2D([], [], linestyle="", marker=statement_style(k)["marker"], color="gray",
                                   label=name) for k, name in enumerate(layout.statements)],
                   fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    _fit(ax, layout, [layout.position(*instance) for instance in seen])
     if path and layout.ndim == 2:
         xs, ys = zip(*(layout.position(*instance) for instance in order), strict=True)
         ax.plot(xs, ys, color="gray", linewidth=0.7, alpha=0.55, zorder=1, gid="path")
@@ -271,10 +286,10 @@ def schedule(before: IR, after: IR, params: Mapping[str, int], *, color_by: Sequ
     (recomputation) are marked with a cross. Raises ``DrawError`` when
     ``after`` does not run the same instances or a symbol has no value."""
     old, new = function_of(before), function_of(after)
-    sizes = check_params(old, params, "a picture")
-    check_params(new, sizes, "a picture")
-    matching = match_instances(old, new, sizes)
     scop = extract(old)
+    sizes = check_params(old, params, "a picture", scop)
+    sizes = check_params(new, sizes, "a picture")
+    matching = match_instances(old, new, sizes)
     points: dict[str, list[tuple[int, ...]]] = {name: [] for name in scop.statements}
     for name, values in matching.original:
         points[name].append(values)
@@ -325,8 +340,9 @@ def tiles(before: IR, after: IR, params: Mapping[str, int], *, loops: Sequence[s
     loops than before and ``loops`` is not given."""
     from polyir.polyhedral.api import loop_vars_of
     old, new = function_of(before), function_of(after)
-    sizes = check_params(old, params, "a picture")
-    check_params(new, sizes, "a picture")
+    scop = extract(old)
+    sizes = check_params(old, params, "a picture", scop)
+    sizes = check_params(new, sizes, "a picture")
     matching = match_instances(old, new, sizes)
     per_statement: dict[str, tuple[str, ...]] | None = None
     if loops is None:
@@ -346,7 +362,6 @@ def tiles(before: IR, after: IR, params: Mapping[str, int], *, loops: Sequence[s
         if missing:
             raise DrawError(f"the transformed {new.name} has no loop {', '.join(missing)}")
     colors, groups = _group_colors(matching.events, loops, per_statement)
-    scop = extract(old)
     points: dict[str, list[tuple[int, ...]]] = {name: [] for name in scop.statements}
     for name, values in matching.original:
         points[name].append(values)

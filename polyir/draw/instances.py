@@ -144,10 +144,6 @@ class Layout:
         coords[-1] += self._offset[statement]
         return tuple(coords)
 
-    def key(self, statement: str, values: Sequence[int]) -> tuple[str, tuple[float, ...]]:
-        """The drawn point of an instance (instances that project to one point share it)."""
-        return statement, self.position(statement, values)
-
 
 def make_layout(scop: Scop, statements: list[str], points: Mapping[str, Sequence[tuple[int, ...]]],
                 dims: Sequence[int | str] | None = None) -> Layout:
