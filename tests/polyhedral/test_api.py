@@ -212,3 +212,11 @@ def test_reprs_stay_short_on_the_corpus(name) -> None:
         assert "\n" not in repr(record)
     for record in (view, deps, footprints(view, 0, 0)):
         assert len(record._repr_markdown_()) < 20_000
+
+
+def test_pairs_work_on_a_compilation_s_own_isl_context() -> None:
+    from polyir.polyhedral.analysis import Analyses
+    deps = Analyses().dependences(MATMUL.entry)
+    assert deps.scop.ctx is not __import__("islpy").DEFAULT_CONTEXT
+    sizes = {"M": 2, "N": 2, "K": 3}
+    assert deps.filter("flow").pairs(sizes) == brute_force_dependences(MATMUL.entry, sizes)["flow"]
