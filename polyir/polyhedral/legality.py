@@ -18,13 +18,13 @@ Queries: :func:`check_schedule` (is a proposed schedule valid),
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import islpy as isl
 
 from polyir.errors import IllegalTransform
-from polyir.ir.nodes import Function
+from polyir.ir.nodes import Function, Module
 from polyir.polyhedral.dependences import Dependence, Dependences, compute_dependences, level_relation
 from polyir.polyhedral.extract import Scop, StatementInfo, extract, isl_name
 
@@ -41,6 +41,9 @@ class Instance:
     def __str__(self) -> str:
         return f"{self.statement}({', '.join(f'{v}={x}' for v, x in self.values)})"
 
+    def __repr__(self) -> str:
+        return f"<Instance {self}>"
+
     @property
     def point(self) -> tuple[int, ...]:
         return tuple(x for _, x in self.values)
@@ -48,7 +51,8 @@ class Instance:
 
 @dataclass(frozen=True)
 class Witness:
-    """Two conflicting instances whose order a transformation would reverse."""
+    """Two conflicting instances whose order a transformation would reverse
+    (iterable: ``source, sink = witness``)."""
 
     source: Instance
     sink: Instance
@@ -67,10 +71,22 @@ class Witness:
                 f"{self.sink} {verb} it; {self.consequence}")
         return f"{text}  [{params}]" if params else text
 
+    def __iter__(self) -> Iterator[Instance]:
+        return iter((self.source, self.sink))
+
+    def __repr__(self) -> str:
+        elem = ", ".join(map(str, self.element))
+        return f"<Witness {self.source} -> {self.sink} on {self.buffer}[{elem}]>"
+
+    def _repr_markdown_(self) -> str:
+        from polyir.polyhedral.report import witness_markdown
+        return witness_markdown(self)
+
 
 @dataclass
 class Legality:
-    """The answer to a legality query."""
+    """The answer to a legality query: true when legal; iterating gives the
+    dependences the change would violate (none when legal)."""
 
     legal: bool
     reason: str = ""
@@ -91,6 +107,19 @@ class Legality:
             return "legal"
         return f"illegal: {self.reason}" + (f"\n  witness: {self.witness}" if self.witness else "")
 
+    def __iter__(self) -> Iterator[Dependence]:
+        if self.violations:
+            return iter(self.violations)
+        return iter(() if self.dependence is None else (self.dependence,))
+
+    def __repr__(self) -> str:
+        from polyir.polyhedral.report import short
+        return short("<Legality: legal>" if self.legal else f"<Legality: illegal: {self.reason}>")
+
+    def _repr_markdown_(self) -> str:
+        from polyir.polyhedral.report import legality_markdown
+        return legality_markdown(self)
+
 
 def require(result: Legality) -> Legality:
     """``result`` when legal; else raises ``IllegalTransform``."""
@@ -98,7 +127,7 @@ def require(result: Legality) -> Legality:
     return result
 
 
-def _analysis(target: Scop | Function | Dependences) -> Dependences:
+def _analysis(target: Scop | Function | Module | Dependences) -> Dependences:
     if isinstance(target, Dependences):
         return target
     return compute_dependences(target if isinstance(target, Scop) else extract(target))
@@ -208,7 +237,7 @@ def as_schedule_map(scop: Scop, schedule: isl.UnionMap | isl.Schedule | str) -> 
     return _pad(schedule)
 
 
-def check_schedule(target: Scop | Function | Dependences,
+def check_schedule(target: Scop | Function | Module | Dependences,
                    schedule: isl.UnionMap | isl.Schedule | str,
                    accept_reassociation: bool = False) -> Legality:
     """Is ``schedule`` (instances -> time vectors, lexicographic order) valid:
@@ -251,7 +280,7 @@ def _time(schedule: isl.UnionMap, scop: Scop, inst: Instance) -> list[int]:
 
 
 # ------------------------------------------------------------ loop queries
-def check_parallel(target: Scop | Function | Dependences, loop: int | str,
+def check_parallel(target: Scop | Function | Module | Dependences, loop: int | str,
                    accept_reassociation: bool = False) -> Legality:
     """May ``loop`` (id or unique variable name) run its iterations in any order?"""
     deps = _analysis(target)
@@ -281,7 +310,7 @@ def band_loops(scop: Scop, loops: Sequence[int | str]) -> list[int]:
     return ids
 
 
-def check_permutable(target: Scop | Function | Dependences, loops: Sequence[int | str],
+def check_permutable(target: Scop | Function | Module | Dependences, loops: Sequence[int | str],
                      accept_reassociation: bool = False) -> Legality:
     """May the band ``loops`` (outer to inner, perfectly nested) be permuted in any
     order and tiled? True when every dependence inside it that is not carried
@@ -316,7 +345,7 @@ def _negative_at(scop: Scop, dep: Dependence, first: int, level: int) -> isl.Map
                    f"{isl_name(dep.sink)}[{', '.join(b)}] : {' and '.join(cons)} }}")
 
 
-def check_permutation(target: Scop | Function | Dependences, loops: Sequence[int | str],
+def check_permutation(target: Scop | Function | Module | Dependences, loops: Sequence[int | str],
                       order: Sequence[int], accept_reassociation: bool = False) -> Legality:
     """Is it legal to reorder the band ``loops`` (outer to inner) so that position
     ``k`` holds ``loops[order[k]]``?"""
@@ -335,7 +364,7 @@ def check_permutation(target: Scop | Function | Dependences, loops: Sequence[int
     return check_schedule(deps, scop.schedule_from_vectors(vectors), accept_reassociation)
 
 
-def check_fusion(target: Scop | Function | Dependences, first: int, second: int, depth: int,
+def check_fusion(target: Scop | Function | Module | Dependences, first: int, second: int, depth: int,
                  accept_reassociation: bool = False) -> Legality:
     """May top-level nests ``first`` < ``second`` (indices in the function body) be
     fused at ``depth``: their outer ``depth`` loops merged (same iteration
@@ -375,7 +404,7 @@ def check_fusion(target: Scop | Function | Dependences, first: int, second: int,
     return result
 
 
-def check_rewrite(target: Scop | Function | Dependences, rewritten: Function,
+def check_rewrite(target: Scop | Function | Module | Dependences, rewritten: Function | Module,
                   accept_reassociation: bool = False, what: str = "the rewrite") -> Legality:
     """Does ``rewritten`` (a reordering of the same statement instances: the same
     statements, each with the same iteration domain up to loop-variable names,
