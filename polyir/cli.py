@@ -1,7 +1,7 @@
 """``polyir-opt``: parse IR text, run a pass pipeline, print the result.
 
     polyir-opt FILE --pipeline "simplify-bounds,canonicalize-names" [-o OUT]
-                    [--verify-each] [--dump-after-each] [--list-passes]
+                    [--verify-each] [--dump-after-each] [--list-passes] [--version]
 
 ``FILE`` may be ``-`` for standard input. The input is verified before any
 pass runs. Errors print ``polyir-opt: error: FILE:LINE:COL: message`` (or
@@ -37,6 +37,8 @@ def _argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dump-after-each", action="store_true",
                         help="print the IR after every pass to standard error")
     parser.add_argument("--list-passes", action="store_true", help="list the passes and their options")
+    from polyir.__main__ import version_text
+    parser.add_argument("--version", action="version", version=f"{PROGRAM} ({version_text()})")
     return parser
 
 

@@ -20,6 +20,7 @@ shapes.
 from __future__ import annotations
 
 import functools
+import logging
 import operator
 import warnings
 from collections.abc import Callable, Sequence
@@ -29,11 +30,20 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
+from polyir.compilelog import StageTimes, logger
 from polyir.errors import ArgumentError, UnsupportedOp
 from polyir.frontends.aten import LoweredSegment, lower_segment, op_name, unsupported_reason
 from polyir.frontends.aten.context import node_meta
 
 aten = torch.ops.aten
+_LOG = logger("compile")
+
+
+def _describe(args: Sequence[Any]) -> str:
+    """``(2, 16, 128) float32, ...`` for the log."""
+    leaves, _ = pytree.tree_flatten(tuple(args))
+    return ", ".join(f"{tuple(leaf.shape)} {str(leaf.dtype).replace('torch.', '')}"
+                     if isinstance(leaf, torch.Tensor) else type(leaf).__name__ for leaf in leaves)
 
 
 class PolyirFallbackWarning(UserWarning):
@@ -358,8 +368,12 @@ def build_plan(model: torch.nn.Module, args: Sequence[Any], *, target: Any, fall
     """Capture, partition, lower and build ``model`` for ``args``."""
     from polyir.driver import build
 
-    captured = capture(model, args)
-    steps = partition(captured.gm)
+    what = f"compile {type(model).__name__}"
+    times = StageTimes(_LOG, what)
+    _LOG.info("%s: capturing for inputs %s", what, _describe(args))
+    with times.stage("capture", level=logging.INFO):
+        captured = capture(model, args)
+        steps = partition(captured.gm)
     plan = Plan(captured, steps, target)
     unsupported = plan.fallbacks
     if unsupported and not fallback:
@@ -368,13 +382,18 @@ def build_plan(model: torch.nn.Module, args: Sequence[Any], *, target: Any, fall
     passes = pipeline if pipeline is not None else default_pipeline()
     for index, segment in enumerate(plan.segments):
         name = "forward" if len(plan.segments) == 1 else f"segment{index}"
-        segment.lowered = lower_segment(segment.nodes, segment.inputs, segment.outputs, name)
-        module = segment.lowered.module
-        _verify(module)
+        with times.stage("lower", f"{name}: {len(segment.nodes)} ATen nodes", level=logging.INFO):
+            segment.lowered = lower_segment(segment.nodes, segment.inputs, segment.outputs, name)
+            module = segment.lowered.module
+            _verify(module)
         if passes:
             from polyir.passes import transform
-            module = transform(module, passes)
-        segment.executable = build(module, target)
+            with times.stage("passes", f"{name}: {passes}", level=logging.INFO):
+                module = transform(module, passes)
+        with times.stage("build", f"{name}: {segment.lowered.loop_nests} loop nests",
+                         level=logging.INFO):
+            segment.executable = build(module, target)
+    _LOG.info("%s: done in %.2f s (%s)", what, times.elapsed(), times.summary())
     if unsupported:
         names = sorted({op_name(s.node.target) for s in unsupported})
         where = ", ".join(f"{s.node.name} ({s.reason})" for s in unsupported)
