@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import logging
 import re
-import time
 import typing
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TextIO, Union
@@ -50,7 +48,6 @@ OPTION_TYPES: dict[Any, str] = {
     tuple[str, ...]: "tuple[str, ...]", tuple[bool, ...]: "tuple[bool, ...]",
 }
 
-_LOG = logging.getLogger("polyir.passes")
 _REGISTRY: dict[str, type] = {}
 _loaded = False
 
@@ -398,7 +395,6 @@ def transform(module: Module, pipeline: str | Sequence[Any], verify_each: bool =
     ran: list[str] = []
     for instance in passes:
         title = format_pass(instance)
-        start = time.perf_counter()
         try:
             result = instance.run(module)
             if not isinstance(result, Module):
@@ -409,6 +405,5 @@ def transform(module: Module, pipeline: str | Sequence[Any], verify_each: bool =
             raise PassError(title, ran, error) from error
         module = result
         ran.append(title)
-        _LOG.info("pass %s: %.3f s", title, time.perf_counter() - start)
         _dump(dump_after_each, title, module)
     return module

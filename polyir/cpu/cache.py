@@ -285,7 +285,10 @@ class CompileCache:
             current = folder.name == self.directory.name
             for item in _files(folder):
                 if item.name.endswith(SUFFIX):
-                    st = item.stat(follow_symlinks=False)
+                    try:
+                        st = item.stat(follow_symlinks=False)
+                    except OSError:  # deleted meanwhile (another process evicting)
+                        continue
                     found.append(EntryFile(Path(item.path), st.st_size, st.st_mtime, current))
         return found
 
@@ -304,7 +307,7 @@ class CompileCache:
             if folder.name == self.directory.name:
                 continue
             files = list(_files(folder))
-            newest = max((f.stat(follow_symlinks=False).st_mtime for f in files), default=0.0)
+            newest = max((_mtime(f) for f in files), default=0.0)
             if now - newest > STALE_AFTER_SECONDS:
                 deleted += sum(_unlink(Path(f.path)) for f in files)
                 try:
@@ -379,6 +382,13 @@ def _files(folder: Path | os.DirEntry[str]) -> list[os.DirEntry[str]]:
                     or item.is_symlink()]
     except OSError:
         return []
+
+
+def _mtime(item: os.DirEntry[str]) -> float:
+    try:
+        return item.stat(follow_symlinks=False).st_mtime
+    except OSError:
+        return 0.0
 
 
 def _stale_temporary(item: os.DirEntry[str], now: float) -> bool:

@@ -138,6 +138,7 @@ class _Canonicaliser:
         self.buffers = buffers
         self.private = private
         self.buffer_names: dict[str, str] = {}
+        self.scoped: set[str] = set()   # loop-scoped locals (``For.locals``): declared in place
         self.symbol_names: dict[str, str] = {}
         self.loops = 0
         self.statements = 0
@@ -219,8 +220,15 @@ class _Canonicaliser:
             upper = tuple(self.aff(a, scope) for a in node.upper)
             var = f"v{self.loops}"
             self.loops += 1
+            extra = {}
+            loop_locals = getattr(node, "locals", ())
+            if loop_locals:  # loop-scoped buffers are renamed where they are declared
+                for buffer in loop_locals:
+                    self.scoped.add(buffer.name)
+                    self.buffer(buffer.name)
+                extra["locals"] = tuple(self.renamed_buffer(b.name) for b in loop_locals)
             body = self.nodes(node.body, {**scope, node.var: var})
-            return replace(node, var=var, lower=lower, upper=upper, body=body, loc=None)
+            return replace(node, var=var, lower=lower, upper=upper, body=body, loc=None, **extra)
         assert isinstance(node, If)
         conditions = tuple(self.constraint(c, scope) for c in node.conditions)
         return replace(node, conditions=conditions, then_body=self.nodes(node.then_body, scope),
@@ -236,7 +244,7 @@ def _canonical_kernel(group: tuple[Node, ...], buffers: dict[str, Buffer],
                       private: set[str]) -> Kernel:
     canon = _Canonicaliser(buffers, private)
     body = canon.nodes(group, {})
-    order = list(canon.buffer_names)
+    order = [name for name in canon.buffer_names if name not in canon.scoped]
     params: list[Buffer | Symbol] = [canon.renamed_buffer(n) for n in order if n not in private]
     locals_ = tuple(canon.renamed_buffer(n) for n in order if n in private)
     symbols = list(canon.symbol_names)

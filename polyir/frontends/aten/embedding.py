@@ -19,6 +19,7 @@ from polyir.frontends.aten.context import (
     normalize_dim,
 )
 from polyir.frontends.aten.registry import register
+from polyir.frontends.aten.symbolic import Size
 from polyir.ir.nodes import Expr, Load
 from polyir.ir.types import DType
 
@@ -66,11 +67,12 @@ def lower_index_select(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue
     return out
 
 
-def _wrapped(ctx: LoweringContext, position: Expr, size: int) -> Expr:
+def _wrapped(ctx: LoweringContext, position: Expr, size: Size) -> Expr:
     """A possibly negative index made non-negative (``i < 0 ? i + size : i``)."""
     from polyir.ir.nodes import BinOp, Compare, Const, Select
     zero = Const(0, DType.I64)
-    return Select(Compare("<", position, zero), BinOp("+", position, Const(size, DType.I64)), position)
+    return Select(Compare("<", position, zero),
+                  BinOp("+", position, ctx.size_value(size, DType.I64)), position)
 
 
 def _index_accepts(node: torch.fx.Node) -> str | None:

@@ -32,6 +32,7 @@ from polyir.frontends.aten.context import (
     packet,
 )
 from polyir.frontends.aten.registry import register
+from polyir.frontends.aten.symbolic import Size
 from polyir.ir.affine import Aff, Constraint
 from polyir.ir.nodes import BinOp, Call, Compare, Expr, For, Node, Select
 from polyir.ir.types import DType
@@ -45,7 +46,7 @@ def add(acc: Expr, value: Expr) -> Expr:
     return BinOp("+", acc, value)
 
 
-def accumulate(ctx: LoweringContext, out: TensorValue, reduce_shape: Sequence[int], *,
+def accumulate(ctx: LoweringContext, out: TensorValue, reduce_shape: Sequence[Size], *,
                acc_dtype: DType, init: Callable[[list[Aff]], Expr],
                element: Callable[[list[Aff], list[Aff]], Expr], combine: Combine = add,
                finish: Callable[[Expr], Expr] | None = None,
@@ -117,8 +118,12 @@ def over_dims(ctx: LoweringContext, out: TensorValue, x: TensorValue, dims: Sequ
                element=load, combine=combine, finish=finish)
 
 
-def _count(x: TensorValue, dims: Sequence[int]) -> int:
-    return math.prod(x.shape[d] for d in dims)
+def _count(x: TensorValue, dims: Sequence[int]) -> Any:
+    """The number of elements reduced (an int, or a SymInt with dynamic shapes)."""
+    count: Any = 1
+    for d in dims:
+        count = count * x.shape[d]
+    return count
 
 
 @register(aten.sum, aten.mean, aten.prod)
@@ -140,7 +145,7 @@ def lower_sum(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, dims: A
         return out
     finish = None
     if kind is aten.mean:
-        count = const(_count(x, dims), acc)
+        count = ctx.size_value(_count(x, dims), acc)
         finish = lambda a: BinOp("/", a, count)  # noqa: E731
     over_dims(ctx, out, x, dims, acc_dtype=acc, init=const(0, acc), combine=add, finish=finish)
     return out
@@ -194,7 +199,7 @@ def lower_var(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, dims: A
     acc = accumulator_dtype(out.dtype)
     mean = variance_pieces(ctx, x, dims, acc)
     n = _count(x, dims)
-    divisor = const(max(n - correction, 0), acc)
+    divisor = ctx.size_value(max(n - correction, 0), acc)
     over_dims(ctx, out, x, dims, acc_dtype=acc, init=const(0, acc), combine=add,
               element=lambda v, idx: _square(BinOp("-", v, mean.load(_kept(idx, dims)))),
               finish=lambda a: BinOp("/", a, divisor))
@@ -214,7 +219,7 @@ def variance_pieces(ctx: LoweringContext, x: TensorValue, dims: Sequence[int],
     """A local holding the mean of ``x`` over ``dims`` (kept dims), in ``acc``."""
     shape = [1 if d in dims else s for d, s in enumerate(x.shape)]
     mean = ctx.temp(f"{x.buffer}_mean", shape, acc)
-    count = const(_count(x, dims), acc)
+    count = ctx.size_value(_count(x, dims), acc)
     over_dims(ctx, mean, x, dims, acc_dtype=acc, init=const(0, acc), combine=add,
               finish=lambda a: BinOp("/", a, count))
     return mean
@@ -225,8 +230,8 @@ def _index_reduction(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, 
                      indices: TensorValue) -> None:
     if dim is None:  # over the flattened tensor
         from polyir.frontends.aten.shape import reshape_map
-        numel = math.prod(x.shape)
-        x = x.view((numel,), reshape_map(x.shape, (numel,)))
+        numel = _count(x, range(x.rank))
+        x = x.view((numel,), reshape_map(x.shape, (numel,), ctx.symbols))
         dims = [0]
     else:
         dims = [normalize_dim(dim, x.rank)]
@@ -350,7 +355,7 @@ def lower_scan(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, dim: i
     first[dim] = Aff.const(0)
     body: list[Node] = [ctx.assign(acc, first, ctx.cast(x.load(first), acc_dtype))]
     step = ctx.assign(acc, here, BinOp(op, acc.load(before), ctx.cast(x.load(here), acc_dtype)))
-    body.append(For(var, (Aff.const(1),), (Aff.const(out.shape[dim]),), (step,)))
+    body.append(For(var, (Aff.const(1),), (ctx.size_aff(out.shape[dim]),), (step,)))
     ctx.emit(ctx.nest(loops, body))
     if acc is not out:
         ctx.copy(acc, out)
