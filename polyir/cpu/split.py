@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from polyir.ir.affine import Aff, Constraint, FloorDiv, Mod
 from polyir.ir.nodes import (
@@ -220,7 +221,7 @@ class _Canonicaliser:
             upper = tuple(self.aff(a, scope) for a in node.upper)
             var = f"v{self.loops}"
             self.loops += 1
-            extra = {}
+            extra: dict[str, Any] = {}
             loop_locals = getattr(node, "locals", ())
             if loop_locals:  # loop-scoped buffers are renamed where they are declared
                 for buffer in loop_locals:
