@@ -38,7 +38,7 @@ def _argument_parser() -> argparse.ArgumentParser:
                         help="print the IR after every pass to standard error")
     parser.add_argument("--list-passes", action="store_true", help="list the passes and their options")
     from polyir.__main__ import version_text
-    parser.add_argument("--version", action="version", version=f"{PROGRAM} ({version_text()})")
+    parser.add_argument("--version", action="version", version=f"{PROGRAM}: {version_text()}")
     return parser
 
 
