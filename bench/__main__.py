@@ -5,7 +5,8 @@ process on this machine, prints a table of medians and ratios, and writes
 ``results.json``, ``scaling.png`` and ``ratios.png`` to ``--out``
 (default ``bench/results``). Ratios above 1 mean polyir is slower.
 Sections: kernels (corpus vs numpy), models (vs eager and Inductor), compile
-(cold/warm compile time vs Inductor), scaling (N stacked layers), native
+(cold/warm compile time vs Inductor), scaling (N stacked layers), dynamic
+(one dynamic=True compile called at 10 sizes vs specialised builds and Inductor), native
 (bench/cpu_bench.py), gpu (target="cuda"; nothing without a GPU).
 """
 from __future__ import annotations
@@ -25,7 +26,7 @@ def _threads_label() -> str:
     from bench import config
     return "all cores" if config.THREADS is None else str(config.THREADS)
 
-SECTIONS = ("kernels", "models", "compile", "scaling", "native", "gpu")
+SECTIONS = ("kernels", "models", "compile", "scaling", "dynamic", "native", "gpu")
 FORMAT = 1
 """Version of the layout of results.json (bump when fields change meaning)."""
 

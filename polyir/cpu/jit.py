@@ -18,7 +18,14 @@ convention.
 
 Kernels take their buffers as ``noalias`` pointers and keep their shapes
 (constants stay constants), so the optimiser knows what it knew when the whole
-function was one LLVM function.
+function was one LLVM function. A function of at most
+:data:`WHOLE_FUNCTION_NESTS` top-level nests is still compiled as one LLVM
+function (fewer modules cost less when there is little to split).
+
+Code is generated for the *small* code model: MCJIT's loader misplaces the
+constant pools of an object added after one that calls external functions
+when the large (JIT default) code model is used, so several objects in one
+engine need the small one.
 """
 from __future__ import annotations
 
@@ -40,7 +47,7 @@ from polyir.cpu.cache import CompileCache, cache_key, compiler_fingerprint, defa
 from polyir.cpu.entry import emit_entry
 from polyir.cpu.hooks import CpuHooks
 from polyir.cpu.parallel import DRAIN_NAME, ParallelRuntime, emit_drain
-from polyir.cpu.split import Kernel, SplitFunction, split_function, splittable
+from polyir.cpu.split import Kernel, SplitFunction, group_nodes, split_function, splittable
 from polyir.errors import CompileError
 from polyir.ir.nodes import Assign, FragmentStore, Module, Node
 from polyir.ir.walk import walk_nodes
@@ -50,7 +57,14 @@ from polyir.target import Target
 _LOCK = threading.RLock()
 _STATE: dict[str, Any] = {}
 _LOG = logger("cpu")
+KERNEL_SPEED_LEVEL = 3
+"""LLVM optimisation level of kernels (O3: loop and SLP vectorisation, unrolling)."""
+WHOLE_FUNCTION_NESTS = 8
+"""Functions of at most this many top-level nests are compiled as one LLVM
+function (one module costs less than several when there are few); longer ones
+are split into kernels."""
 ENTRY_SPEED_LEVEL = 1
+"""The entry only allocates and calls: O1 is enough (O3 is slow on a long one)."""
 DEFAULT = object()
 """``cache_dir`` default: :func:`polyir.cpu.cache.default_cache_dir`."""
 
@@ -253,7 +267,7 @@ class _Unit:
     key: str
     lower: Any               # () -> LLVM IR text
     symbol: str = ""         # the kernel symbol it defines (kernels only)
-    speed_level: int = 3     # the entry only calls kernels: O1 is enough (O3 is slow on it)
+    speed_level: int = 3     # KERNEL_SPEED_LEVEL; the entry only calls kernels: ENTRY_SPEED_LEVEL
     llvm_ir: str = ""
     object_code: bytes = b""
     hit: bool = False
@@ -279,19 +293,22 @@ def _units(module: Module, target: Target, host: str, fingerprint: str
     """The objects ``module`` needs, entry last, and the number of kernel calls."""
     function = module.entry
     name = llvm_name(module)
-    if not splittable(function):
-        key = cache_key("function", str(module), repr(target), host, fingerprint)
-        return [_Unit(f"function '{function.name}'", key, lambda: lower_to_llvm(module, target))], 1
+    if not splittable(function) or len(group_nodes(function.body)) <= WHOLE_FUNCTION_NESTS:
+        key = cache_key("function", str(module), repr(target), host, fingerprint,
+                        str(KERNEL_SPEED_LEVEL))
+        return [_Unit(f"function '{function.name}'", key, lambda: lower_to_llvm(module, target),
+                      speed_level=KERNEL_SPEED_LEVEL)], 1
     split = split_function(function)
     units = []
     for kernel in split.distinct.values():
-        key = cache_key("kernel", kernel.text, repr(target), host, fingerprint)
+        key = cache_key("kernel", kernel.text, repr(target), host, fingerprint,
+                        str(KERNEL_SPEED_LEVEL))
         units.append(_Unit(f"function '{function.name}' kernel {kernel.key}", key,
-                           lambda k=kernel: lower_kernel(k, target), kernel_symbol(kernel)))
-    entry_ir = lower_entry(split, target, name)
-    key = cache_key("entry", entry_ir, host, fingerprint)
-    units.append(_Unit(f"function '{function.name}' entry", key, lambda: entry_ir,
-                       speed_level=ENTRY_SPEED_LEVEL))
+                           lambda k=kernel: lower_kernel(k, target), kernel_symbol(kernel),
+                           KERNEL_SPEED_LEVEL))
+    key = cache_key("entry", split.entry_text(), repr(target), host, fingerprint)
+    units.append(_Unit(f"function '{function.name}' entry", key,
+                       lambda: lower_entry(split, target, name), speed_level=ENTRY_SPEED_LEVEL))
     return units, len(split.kernels)
 
 
@@ -356,6 +373,6 @@ def _store(cache: CompileCache, unit: _Unit, module: Module, target: Target) -> 
 
 
 def _executable(module: Module, target: Target, units: list[_Unit], calls: int) -> CpuExecutable:
-    ordered = units[-1:] + units[:-1]  # entry first
+    ordered = units[-1:] + units[:-1]  # entry (or the whole function) first
     return CpuExecutable(module, target, [u.llvm_ir for u in ordered],
                          [u.object_code for u in ordered], all(u.hit for u in units), calls)

@@ -79,6 +79,13 @@ class SplitFunction:
     kernels: tuple[Kernel, ...]
     shared_locals: tuple[Buffer, ...]
 
+    def entry_text(self) -> str:
+        """What the entry function depends on, as text (its cache key): the
+        signature, the shared locals, and each call's kernel and arguments."""
+        header = print_function(replace(self.function, body=(), locals=self.shared_locals))
+        calls = [f"call {k.key}({', '.join(k.buffers)}; {', '.join(k.symbols)})" for k in self.kernels]
+        return header + "\n".join(calls)
+
     @property
     def distinct(self) -> dict[str, Kernel]:
         """One kernel per key, in order of first call."""

@@ -21,6 +21,7 @@ and a new one is compiled only when a guard fails.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import operator
@@ -138,7 +139,7 @@ def capture(model: torch.nn.Module, args: Sequence[Any], dynamic: bool = False,
         _drop_dead_code(gm)
         captured.gm = gm
         return captured
-    with torch.no_grad():
+    with torch.no_grad(), _one_fake_mode():
         gm = make_fx(torch.func.functionalize(traced, remove="mutations"),
                      decomposition_table=_decompositions(), tracing_mode="real")(*inputs)
         if any(_mutates(n) and not _writes_placeholder(n) for n in gm.graph.nodes):
@@ -149,6 +150,19 @@ def capture(model: torch.nn.Module, args: Sequence[Any], dynamic: bool = False,
     _drop_dead_code(gm)
     captured.gm = gm
     return captured
+
+
+def _one_fake_mode() -> Any:
+    """A tracing context whose fake mode make_fx's real-mode tracing uses for the
+    metadata of every node (``node.meta["val"]``); without it, it makes a new
+    ``FakeTensorMode`` per node, and each records a stack trace: half the time of
+    a capture."""
+    from torch._guards import TracingContext, tracing
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    if TracingContext.try_get() is not None:  # under dynamo: its context stays
+        return contextlib.nullcontext()
+    return tracing(TracingContext(FakeTensorMode(allow_fallback_kernels=True)))
 
 
 def _writes_placeholder(node: torch.fx.Node) -> bool:
@@ -335,8 +349,10 @@ class Plan:
 
     def __post_init__(self) -> None:
         graph = self.captured.gm.graph
-        self._size_nodes = [n for n in graph.nodes if is_size_node(n)] \
-            if self.captured.dynamic is not None else []
+        eager = {s.node for s in self.steps if isinstance(s, Eager)}
+        self._size_nodes = [n for n in graph.nodes if is_size_node(n) and any(
+            user in eager or user.op == "output" for user in n.users)] \
+            if self.captured.dynamic is not None else []  # sizes the eager steps need
         self._placeholders = [n for n in graph.nodes if n.op == "placeholder"]
         self._constants = {n: _fetch_attr(self.captured.gm, str(n.target))
                            for n in graph.nodes if n.op == "get_attr"}
@@ -499,6 +515,7 @@ class CompiledModel:
         self.last_plan: Plan | None = None
         self.compiles = 0
         self._dynamic_plans: dict[Any, list[Plan]] = {}
+        self._symbolic_failed: set[Any] = set()  # kinds of arguments not compilable symbolically
 
     def plan_for(self, args: Sequence[Any], state: dict[str, torch.Tensor] | None = None) -> Plan:
         """The plan for ``args`` (and the model's current ``state``), compiling
@@ -529,6 +546,8 @@ class CompiledModel:
         kind = (spec, tuple(_leaf_kind(leaf) for leaf in flat),
                 tuple((name, _leaf_key(t)) for name, t in state.items()))
         tensors = [leaf for leaf in flat if isinstance(leaf, torch.Tensor)]
+        if kind in self._symbolic_failed:
+            return None
         candidates = self._dynamic_plans.setdefault(kind, [])
         for plan in candidates:
             dynamic = plan.captured.dynamic
@@ -539,9 +558,10 @@ class CompiledModel:
         except UnsupportedOp:
             raise
         except Exception as error:  # symbolic sizes the lowering cannot express
+            self._symbolic_failed.add(kind)
             warnings.warn(f"polyir: dynamic=True: cannot compile {type(self.model).__name__} with "
                           f"symbolic sizes ({type(error).__name__}: {str(error)[:200]}); "
-                          f"compiling for these sizes instead", PolyirFallbackWarning, stacklevel=4)
+                          f"compiling for each size instead", PolyirFallbackWarning, stacklevel=4)
             return None
         candidates.append(plan)
         return plan

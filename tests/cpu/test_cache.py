@@ -24,6 +24,13 @@ func f(y: f32[N], x: f32[N]) {
 }"""
 
 
+@pytest.fixture(autouse=True)
+def split_every_function(monkeypatch):
+    """Split even the small functions here into kernels (an entry and kernel objects)."""
+    from polyir.cpu import jit
+    monkeypatch.setattr(jit, "WHOLE_FUNCTION_NESTS", 0)
+
+
 def _run(ex) -> np.ndarray:
     x = np.linspace(-2, 2, 33, dtype=np.float32)
     y = np.zeros_like(x)

@@ -45,6 +45,13 @@ func two(out: f32[N, 8], x: f32[N, 8], w1: f32[8, 8], w2: f32[8, 8]) {
 }"""
 
 
+@pytest.fixture(autouse=True)
+def split_every_function(monkeypatch):
+    """Split even the small functions here into kernels (an entry and kernel objects)."""
+    from polyir.cpu import jit
+    monkeypatch.setattr(jit, "WHOLE_FUNCTION_NESTS", 0)
+
+
 def _reference(module, args):
     expected = copy.deepcopy(args)
     interpret(module, *expected)
@@ -128,3 +135,15 @@ def test_compile_stages_are_logged(caplog, monkeypatch):
     assert any("kernel 1/3" in m for m in messages), messages
     debug = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
     assert any("optimise" in m and "kernel" in m for m in debug), "per-kernel times at DEBUG"
+
+
+def test_small_functions_stay_one_llvm_function(monkeypatch):
+    from polyir.cpu import jit
+
+    monkeypatch.setattr(jit, "WHOLE_FUNCTION_NESTS", 8)
+    executable = build_cpu(polyir.parse(TWO_LAYERS), cpu(1), cache_dir=None)
+    assert len(executable.objects) == 1 and "polyir.k." not in executable.llvm_ir
+    args = _inputs()
+    expected = _reference(polyir.parse(TWO_LAYERS), args)
+    executable(*args)
+    np.testing.assert_allclose(args[0], expected[0], rtol=1e-5, atol=1e-5)
