@@ -65,8 +65,9 @@ def _inductor(model: torch.nn.Module, example: torch.Tensor) -> tuple[Any, float
 
 def run(quick: bool) -> list[dict[str, Any]]:
     """A summary row (compile times, recompiles) and one row per size."""
-    import polyir
     import torch._dynamo
+
+    import polyir
 
     sizes = QUICK_SIZES if quick else FULL_SIZES
     repeats = 5 if quick else 15
