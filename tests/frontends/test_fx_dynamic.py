@@ -130,3 +130,10 @@ def test_torch_compile_dynamic_uses_one_polyir_plan():
     assert len(made) == 1, "dynamo compiled one graph"
     variants = made[0].polyir.variants
     assert len(variants) == 1 and next(iter(variants.values())).compiles == 1
+
+
+def test_the_interpreter_runs_a_dynamic_plan_too():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 6), nn.LayerNorm(6)).eval()
+    compiled = polyir.compile(model, (torch.randn(2, 3, 4),), target="interpret", dynamic=True)
+    _check_sizes(compiled, model, lambda b, s: torch.randn(b, s, 4), [(2, 3), (3, 2), (4, 5)])
