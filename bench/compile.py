@@ -107,15 +107,29 @@ def cold_and_warm(model: torch.nn.Module, inputs: tuple[Any, ...], *, repeats: i
     return row
 
 
+def encoder_8_layers() -> tuple[torch.nn.Module, tuple[Any, ...]]:
+    """torch's ``nn.TransformerEncoder``: 8 layers, d_model 128, feed-forward 256,
+    4 heads, at batch 2 and sequence 16 (the model of issue 17)."""
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(128, 4, dim_feedforward=256, dropout=0.0,
+                                             batch_first=True)
+    model = torch.nn.TransformerEncoder(layer, 8, enable_nested_tensor=False).eval()
+    return model, (torch.randn(2, 16, 128),)
+
+
 def run(quick: bool) -> list[dict[str, Any]]:
-    """Every model at batch size 1 (``--quick``: the one model Inductor compiles)."""
+    """Every model at batch size 1 and the 8-layer encoder (``--quick``: the one
+    model Inductor compiles)."""
     names = [QUICK_INDUCTOR_MODEL] if quick else list(MODELS)
     warm_up_polyir()
     warm_up_inductor()
+    cases = [(name, 1, lambda name=name: make(name, 1)) for name in names]
+    if not quick:
+        cases.append(("encoder_8_layers", 2, encoder_8_layers))
     rows = []
-    for name in names:
-        model, inputs = make(name, 1)
-        row: dict[str, Any] = {"model": name, "batch": 1}
+    for name, batch, maker in cases:
+        model, inputs = maker()
+        row: dict[str, Any] = {"model": name, "batch": batch}
         row.update(cold_and_warm(model, inputs, repeats=1 if quick else 3, inductor=True))
         print(f"  {name}: {row}", flush=True)
         rows.append(row)

@@ -25,7 +25,12 @@ TABLES: dict[str, tuple[str, list[str]]] = {
                  "inductor_warm_s", "ratio_cold_vs_inductor", "ratio_warm_vs_inductor", "note"]),
     "scaling": ("compile-time scaling on a stack of N Linear-LayerNorm-GELU layers (seconds)",
                 ["layers", "loop_nests", "polyir_cold_s", "polyir_warm_s", "inductor_cold_s",
-                 "inductor_warm_s", "ratio_cold_vs_inductor", "note"]),
+                 "inductor_warm_s", "ratio_cold_vs_inductor", "cold_vs_1_layer", "note"]),
+    "dynamic": ("dynamic shapes: one dynamic=True compile of TransformerBlock called at each size "
+                "(seconds per call; the first row: compile seconds and recompiles)",
+                ["size", "polyir_compile_s", "inductor_compile_s", "polyir_recompiles",
+                 "inductor_recompiles", "polyir_dynamic_s", "polyir_static_s", "inductor_dynamic_s",
+                 "ratio_dynamic_vs_static", "ratio_vs_inductor", "note"]),
     "native": ("native CPU micro-benchmarks (bench/cpu_bench.py)",
                ["name", "shape", "polyir_s", "peer", "peer_s", "ratio", "note"]),
     "gpu": ("GPU (target=\"cuda\")", ["name", "shape", "dtype", "polyir_s", "peer", "peer_s", "ratio",
@@ -36,7 +41,7 @@ TABLES: dict[str, tuple[str, list[str]]] = {
 }
 
 
-GEOMETRIC_MEANS = ("kernels", "models", "compile", "scaling", "jax_models")
+GEOMETRIC_MEANS = ("kernels", "models", "compile", "scaling", "dynamic", "jax_models")
 """Sections whose ratio columns get a geometric mean (the others mix peers)."""
 
 
@@ -217,7 +222,8 @@ def write_plots(report: dict[str, Any], out: Path) -> list[Path]:
 
 ROW_KEYS: dict[str, tuple[str, ...]] = {
     "kernels": ("name",), "models": ("model", "batch"), "compile": ("model",),
-    "scaling": ("layers",), "native": ("name", "shape"), "gpu": ("name", "shape", "peer"),
+    "scaling": ("layers",), "dynamic": ("size",), "native": ("name", "shape"),
+    "gpu": ("name", "shape", "peer"),
 }
 """The fields that identify a row of each section across runs."""
 

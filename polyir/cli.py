@@ -2,7 +2,7 @@
 
     polyir-opt FILE --pipeline "simplify-bounds,canonicalize-names" [-o OUT]
                     [--target cpu|cuda:sm_80|...] [--remarks] [--emit polyir|mlir]
-                    [--verify-each] [--dump-after-each] [--list-passes]
+                    [--verify-each] [--dump-after-each] [--list-passes] [--version]
                     [--draw domain|deps|nests|schedule|tiles|fusion --params N=6,M=4 -o x.png]
 
 ``FILE`` may be ``-`` for standard input. A ``.mlir`` file is read as affine
@@ -56,6 +56,8 @@ def _argument_parser() -> argparse.ArgumentParser:
                         help="write a picture to -o instead of the IR: domain, deps, nests (of the result), "
                              "schedule, tiles, fusion (input against result)")
     parser.add_argument("--params", default="", help="symbol values for --draw, e.g. N=6,M=4")
+    from polyir.__main__ import version_text
+    parser.add_argument("--version", action="version", version=f"{PROGRAM}: {version_text()}")
     return parser
 
 

@@ -1,15 +1,25 @@
-"""Test configuration: Hypothesis profiles and the GPU marker.
+"""Test configuration: a private compile cache, Hypothesis profiles and the GPU marker.
 
 Profiles: ``ci`` (default; fast, for 2-core CI machines) and ``deep``
 (``HYPOTHESIS_PROFILE=deep pytest``; many more examples).
 """
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
+import tempfile
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+# Nothing the tests compile may touch the user's own compile cache or cache key:
+# every test process (each xdist worker too) gets its own, removed at exit. Set
+# before anything imports polyir; subprocesses inherit it.
+_PRIVATE = tempfile.mkdtemp(prefix="polyir-tests-")
+os.environ["POLYIR_CACHE_DIR"] = os.path.join(_PRIVATE, "cache")
+os.environ["POLYIR_CONFIG_DIR"] = os.path.join(_PRIVATE, "config")
+atexit.register(shutil.rmtree, _PRIVATE, ignore_errors=True)
 
 settings.register_profile(
     "ci", max_examples=30, deadline=None, derandomize=True,

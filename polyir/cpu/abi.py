@@ -11,6 +11,11 @@ threshold; set to infinity after ``fork()``), ``F.dispatches`` (dispatches
 through the runtime), ``F.team`` (the team size of the latest one),
 ``F.deferred`` (loops run serially because the team came late recently, see
 ``polyir.cpu.policy``) and ``F.late_ns`` (the lateness that counts as late).
+A kernel of a split build (``polyir.cpu.split``; ``CpuHooks.shared_globals``)
+only declares them, under the fixed prefix :data:`KERNEL_GLOBALS` (a kernel's
+object code is shared by every build that contains it); the build's entry
+module defines them (:func:`define_runtime_globals`), so every kernel of one
+executable counts into, and obeys, the same globals.
 """
 from __future__ import annotations
 
@@ -35,10 +40,50 @@ arrival counters of the gathers after the chunks (reductions) and at the end;
 the latest time (ns) a team thread started."""
 
 
+KERNEL_GLOBALS = "polyir.rt"
+"""The runtime globals' prefix in a split build (see the module docstring)."""
+
+
 def global_names(llvm_name: str) -> dict[str, str]:
     """The names of the entry function's runtime globals (see the module docstring)."""
     return {kind: f"{llvm_name}.{kind}"
             for kind in ("min_work", "dispatches", "team", "deferred", "late_ns")}
+
+
+def _global_type(kind: str) -> ir.Type:
+    return F64 if kind == "min_work" else I64
+
+
+def define_runtime_globals(module: ir.Module, prefix: str, min_work: float,
+                           late_ns: int) -> None:
+    """Define the runtime globals named after ``prefix`` in ``module`` with their
+    initial values (``min_work``: the size policy's threshold, ``late_ns``: the
+    lateness that counts as late, the counters 0)."""
+    for kind, name in global_names(prefix).items():
+        if kind == "min_work":
+            global_f64(module, name, min_work)
+        else:
+            global_i64(module, name, int(late_ns) if kind == "late_ns" else 0)
+
+
+def runtime_global(lowerer: FunctionLowerer, kind: str) -> ir.GlobalVariable:
+    """The entry function's runtime global ``kind`` (one of :func:`global_names`)
+    as ``lowerer``'s module sees it: defined there and named after the function
+    being lowered, with the hooks' initial values; or, for a kernel of a split
+    build (``hooks.shared_globals``), declared under :data:`KERNEL_GLOBALS`
+    (the entry module defines it)."""
+    module = lowerer.llvm_module
+    hooks = lowerer.hooks
+    if getattr(hooks, "shared_globals", False):
+        name = global_names(KERNEL_GLOBALS)[kind]
+        existing = module.globals.get(name)
+        if existing is not None:
+            return existing
+        return ir.GlobalVariable(module, _global_type(kind), name)  # external: no initializer
+    prefix = lowerer.llfunc.name
+    define_runtime_globals(module, prefix, getattr(hooks, "min_parallel_work", 0.0),
+                           getattr(hooks, "team_late_ns", 0))
+    return module.globals[global_names(prefix)[kind]]
 
 
 @dataclass(frozen=True)

@@ -234,27 +234,36 @@ class ArgumentBinder:
             bound.values.append(pointer)
         return bound
 
-    def prepare(self, shapes: Sequence[tuple[int, ...] | None]) -> list[int | None]:
-        """The raw call values for arguments of ``shapes`` (``None`` for a
-        ``Symbol`` parameter, which this does not support): the symbol words
-        filled in, ``None`` where each call puts a buffer's data pointer.
-        Raises ``ArgumentError`` when the shapes do not fit the parameters."""
-        symbols: dict[str, int] = {}
-        for plan, shape in zip(self.plans, shapes, strict=True):
-            if plan is None or shape is None:
-                raise ArgumentError(f"{self.fname}: prepared calls need every parameter to be "
-                                    f"a buffer")
+    def prepare(self, shapes: Sequence[tuple[int, ...] | None],
+                symbols: dict[str, int] | None = None) -> list[int | None]:
+        """The raw call values for arguments of ``shapes`` (one per parameter;
+        ``None`` for a ``Symbol`` parameter, whose value ``symbols`` gives): the
+        symbol words filled in, ``None`` where each call puts a buffer's data
+        pointer. Raises ``ArgumentError`` when the shapes do not fit the
+        parameters or a symbol parameter has no value."""
+        known: dict[str, int] = {}
+        for plan, param, shape in zip(self.plans, self.function.params, shapes, strict=True):
+            if plan is None:
+                if symbols is None or param.name not in symbols:
+                    raise ArgumentError(f"{self.fname}: prepared calls need the value of symbol "
+                                        f"'{param.name}'")
+                known[param.name] = _symbol_value(symbols[param.name], param.name,
+                                                  self.function.params.index(param), self.fname)
+                continue
+            if shape is None:
+                raise ArgumentError(f"{self.fname}: prepared calls need the shape of every "
+                                    f"buffer ('{param.name}')")
             if len(shape) != plan.param.rank:
                 raise ArgumentError(f"{self.fname}: argument {plan.position} "
                                     f"('{plan.param.name}') has rank {len(shape)}; expected "
                                     f"{plan.param.rank}")
             for axis, symbol in plan.defines:
-                symbols[symbol] = shape[axis]
+                known[symbol] = shape[axis]
         if self.undefined:
             raise ArgumentError(f"{self.fname}: symbol '{self.undefined[0]}' is not defined by "
                                 f"any argument")
-        self._check_shapes([{"shape": tuple(s)} for s in shapes if s is not None], symbols)
-        return [symbols[symbol] if position < 0 else None
+        self._check_shapes([None if s is None else {"shape": tuple(s)} for s in shapes], known)
+        return [known[symbol] if position < 0 else None
                 for position, symbol in self._slot_sources]
 
     def _check_shapes(self, interfaces: Sequence[dict[str, Any] | None],

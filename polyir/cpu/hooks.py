@@ -31,18 +31,22 @@ class CpuHooks(LoweringHooks):
     ``min_parallel_work``: the work estimate above which a parallel loop runs
     on threads (``Target.min_parallel_work``); ``fast_math``: float operations
     carry :data:`FAST_MATH_FLAGS`; ``team_late_ns``, ``work_unit_ns``: the
-    ``Target``'s (``polyir.cpu.policy.LateTeam``).
+    ``Target``'s (``polyir.cpu.policy.LateTeam``); ``shared_globals``: a
+    kernel of a split build, which declares the runtime globals and leaves
+    their definition to the entry module (``polyir.cpu.abi.runtime_global``).
     """
 
     returns_status = True
 
     def __init__(self, cores: int = 1, min_parallel_work: float = 0.0, fast_math: bool = False,
-                 team_late_ns: int = 200_000, work_unit_ns: float = 0.1):
+                 team_late_ns: int = 200_000, work_unit_ns: float = 0.1,
+                 shared_globals: bool = False):
         self.cores = cores
         self.min_parallel_work = min_parallel_work
         self.fast_math = fast_math
         self.team_late_ns = team_late_ns
         self.work_unit_ns = work_unit_ns
+        self.shared_globals = shared_globals
         self.float_flags = FAST_MATH_FLAGS if fast_math else ()
 
     def math_call(self, lowerer: FunctionLowerer, fn: str, args: Sequence[ir.Value],
@@ -62,5 +66,4 @@ class CpuHooks(LoweringHooks):
         if self.cores <= 1:
             lowerer.lower_serial_loop(loop)
             return
-        emit_parallel_loop(lowerer, loop, self.cores, self.min_parallel_work, self.team_late_ns,
-                           self.work_unit_ns)
+        emit_parallel_loop(lowerer, loop, self.cores, self.work_unit_ns)

@@ -1,34 +1,63 @@
 """Native CPU backend: polyir IR -> LLVM IR -> host machine code, called through ctypes.
 
-``build_cpu(module, target, cache_dir=...)`` lowers the module's entry function
-(``polyir.llvm.lower`` with :class:`~polyir.cpu.hooks.CpuHooks`), optimises it
-at O3 with loop and SLP vectorisation for the host CPU, emits object code
-(through the compile cache, ``polyir.cpu.cache``) and loads it into an MCJIT
-engine with ``add_object_file``. The result, a :class:`CpuExecutable`, runs in
+``build_cpu(module, target, cache_dir=...)`` splits the module's entry function
+into kernels, one per top-level loop nest (``polyir.cpu.split``), canonically
+named so that identical nests (the layers of a stack) are one kernel. Each
+distinct kernel is lowered (``polyir.llvm.lower`` with
+:class:`~polyir.cpu.hooks.CpuHooks`) into its own LLVM module, optimised at O3
+with loop and SLP vectorisation for the host CPU and compiled to object code,
+through the compile cache (``polyir.cpu.cache``), keyed by its canonical text:
+so the optimiser never sees more than one nest at a time, compile time grows
+linearly with the number of distinct nests, and a kernel compiled once is
+reused by every later build that contains it. A small entry module
+(``polyir.cpu.entry``) allocates the shared locals and calls the kernels. All
+objects are loaded into one MCJIT engine with ``add_object_file``, which links
+the entry's calls to the kernels. The result, a :class:`CpuExecutable`, runs in
 place on numpy arrays / torch CPU tensors following the ``Function`` calling
 convention.
 
 Every entry function also gets ``i32 @polyir.F.packed(ptr args)``, which reads
 its arguments from an array of 64-bit words (pointers and integers) and calls
 ``@polyir.F``: one ctypes argument per call instead of one per parameter.
+
+Kernels take their buffers as ``noalias`` pointers and keep their shapes
+(constants stay constants), so the optimiser knows what it knew when the whole
+function was one LLVM function. A function of at most
+:data:`WHOLE_FUNCTION_NESTS` top-level nests is still compiled as one LLVM
+function (fewer modules cost less when there is little to split). Parallel
+loops inside kernels run on the OpenMP runtime as in a whole function; the
+runtime globals they share (size threshold, dispatch counters) are defined
+once, by the entry module (``polyir.cpu.abi``).
+
+Code is generated for the *small* code model: MCJIT's loader misplaces the
+constant pools of an object added after one that calls external functions
+when the large (JIT default) code model is used, so several objects in one
+engine need the small one.
 """
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import logging
 import os
 import threading
 import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import llvmlite.binding as llvm
+from llvmlite import ir
 
-from polyir.cpu.abi import global_names
+from polyir.compilelog import Progress, StageTimes, logger
+from polyir.cpu.abi import KERNEL_GLOBALS, define_runtime_globals, global_names
 from polyir.cpu.args import ArgumentBinder
 from polyir.cpu.cache import CompileCache, cache_key, compiler_fingerprint, default_cache_dir
+from polyir.cpu.entry import emit_entry
 from polyir.cpu.hooks import CpuHooks
 from polyir.cpu.omp import openmp
+from polyir.cpu.split import Kernel, SplitFunction, group_nodes, split_function, splittable
 from polyir.errors import CompileError
 from polyir.ir.nodes import Assign, FragmentStore, Module, Node
 from polyir.ir.printer import print_module
@@ -55,6 +84,15 @@ def _serial_after_fork() -> None:
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_serial_after_fork)
 
+_LOG = logger("cpu")
+KERNEL_SPEED_LEVEL = 3
+"""LLVM optimisation level of kernels (O3: loop and SLP vectorisation, unrolling)."""
+WHOLE_FUNCTION_NESTS = 8
+"""Functions of at most this many top-level nests are compiled as one LLVM
+function (one module costs less than several when there are few); longer ones
+are split into kernels."""
+ENTRY_SPEED_LEVEL = 1
+"""The entry only allocates and calls: O1 is enough (O3 is slow on a long one)."""
 DEFAULT = object()
 """``cache_dir`` default: :func:`polyir.cpu.cache.default_cache_dir`."""
 
@@ -84,7 +122,7 @@ def host_machine(vector_bits: int | None = None) -> llvm.TargetMachine:
     :func:`vector_width_features`)."""
     features = _STATE["features"] + vector_width_features(vector_bits)
     return llvm.Target.from_triple(_STATE["triple"]).create_target_machine(
-        cpu=_STATE["cpu"], features=features, opt=3, reloc="pic", codemodel="jitdefault")
+        cpu=_STATE["cpu"], features=features, opt=3, reloc="pic", codemodel="small")
 
 
 def vector_width_features(vector_bits: int | None) -> str:
@@ -116,10 +154,24 @@ def host_description() -> str:
         return f"{_STATE['triple']} {_STATE['cpu']} {_STATE['features']}"
 
 
-def optimise(module_ref: llvm.ModuleRef, vector_bits: int = 256) -> None:
-    """O3 with loop and SLP vectorisation, for the host with ``vector_bits``-wide
-    vectors preferred."""
-    tuning = llvm.create_pipeline_tuning_options(speed_level=3)
+def fingerprint() -> str:
+    """The compiler fingerprint that names this version's cache entries."""
+    with _LOCK:
+        _initialise()
+        return str(_STATE["fingerprint"])
+
+
+def open_cache(cache_dir: Any = DEFAULT) -> CompileCache:
+    """The compile cache at ``cache_dir`` (default: :func:`default_cache_dir`) for
+    this compiler version."""
+    directory = default_cache_dir() if cache_dir is DEFAULT else cache_dir
+    return CompileCache(directory, fingerprint())
+
+
+def optimise(module_ref: llvm.ModuleRef, vector_bits: int = 256, speed_level: int = 3) -> None:
+    """O3 (or ``speed_level``) with loop and SLP vectorisation, for the host with
+    ``vector_bits``-wide vectors preferred."""
+    tuning = llvm.create_pipeline_tuning_options(speed_level=speed_level)
     tuning.loop_vectorization = True
     tuning.slp_vectorization = True
     tuning.loop_unrolling = True
@@ -127,12 +179,13 @@ def optimise(module_ref: llvm.ModuleRef, vector_bits: int = 256) -> None:
     builder.getModulePassManager().run(module_ref, builder)
 
 
-def _check_external_symbols(ref: llvm.ModuleRef, function: str) -> None:
-    """Every function the code calls must exist in the process (libm, libc):
-    MCJIT would otherwise jump to address 0."""
+def _check_external_symbols(ref: llvm.ModuleRef, function: str,
+                            provided: frozenset[str] | set[str] = frozenset()) -> None:
+    """Every function the code calls must exist in the process (libm, libc) or
+    in another object of the build: MCJIT would otherwise jump to address 0."""
     for declared in ref.functions:
         name = declared.name
-        if declared.is_declaration and not name.startswith("llvm.") \
+        if declared.is_declaration and not name.startswith("llvm.") and name not in provided \
                 and not llvm.address_of_symbol(name):
             raise CompileError(f"function '{function}': external function '{name}' is not "
                                f"available in this process")
@@ -153,6 +206,11 @@ def packed_name(module: Module) -> str:
     return f"{llvm_name(module)}.packed"
 
 
+def kernel_symbol(kernel: Kernel) -> str:
+    """The LLVM symbol of a kernel's code: named by its canonical text's hash."""
+    return f"polyir.k.{kernel.key}"
+
+
 def parallel_cores(target: Target) -> int:
     """Threads a dispatch may use: ``target.cores``, or 1 without an OpenMP
     runtime in this process (parallel loops then compile serially)."""
@@ -164,8 +222,6 @@ def parallel_cores(target: Target) -> int:
 def _emit_packed_wrapper(llmod: Any, entry: Any, slots: list[ParamSlot], name: str) -> None:
     """``i32 @name(ptr args)``: ``entry(args[0], args[1], ...)`` with each
     64-bit word converted to the parameter's type (pointer or i64)."""
-    from llvmlite import ir
-
     i64 = ir.IntType(64)
     wrapper = ir.Function(llmod, ir.FunctionType(entry.function_type.return_type,
                                                  [ir.PointerType()]), name)
@@ -182,30 +238,38 @@ def _emit_packed_wrapper(llmod: Any, entry: Any, slots: list[ParamSlot], name: s
 
 class CpuExecutable:
     """A compiled entry function. Attributes: ``ir`` (the IR module), ``llvm_ir``
-    (LLVM IR text as lowered), ``ptx`` (``None``), ``asm`` (host assembly, made on
-    first access), ``cache_hit`` (whether the object code came from the cache)."""
+    (LLVM IR text as lowered: the entry module, then one module per distinct
+    kernel), ``ptx`` (``None``), ``asm`` (host assembly, made on first access),
+    ``cache_hit`` (whether all object code came from the cache), ``kernels``
+    (kernel calls) and ``distinct_kernels`` (objects compiled or loaded)."""
 
     ptx = None
 
-    def __init__(self, module: Module, target: Target, llvm_ir: str, object_code: bytes,
-                 cache_hit: bool, fast_math: bool = False):
+    def __init__(self, module: Module, target: Target, llvm_modules: Sequence[str],
+                 objects: Sequence[bytes], cache_hit: bool, kernels: int = 1,
+                 fast_math: bool = False, globals_prefix: str | None = None):
         self.ir = module
         self.target = target
         self.fast_math = fast_math
-        self.llvm_ir = llvm_ir
-        self.object_code = object_code
+        self.llvm_modules = list(llvm_modules)
+        self.llvm_ir = "\n".join(self.llvm_modules)
+        self.objects = list(objects)
         self.cache_hit = cache_hit
+        self.kernels = kernels
+        self.distinct_kernels = max(len(self.objects) - 1, 1)
         self.function = module.entry
         self.slots = signature(self.function, CpuHooks())
         self.binder = ArgumentBinder(self.function, self.slots, _written(self.function.body))
         self._asm: str | None = None
         with _LOCK:
             engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), host_machine())
-            engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
+            for code in self.objects:
+                engine.add_object_file(llvm.ObjectFileRef.from_data(code))
             engine.finalize_object()
             address = engine.get_function_address(packed_name(module))
+            prefix = globals_prefix or llvm_name(module)
             self._globals = {kind: engine.get_global_value_address(name)
-                             for kind, name in global_names(llvm_name(module)).items()}
+                             for kind, name in global_names(prefix).items()}
         if not address:
             raise CompileError(f"function '{self.function.name}': no symbol in object code")
         self._engine = engine
@@ -223,13 +287,16 @@ class CpuExecutable:
 
     @property
     def asm(self) -> str:
-        """Host assembly of the optimised code."""
+        """Host assembly of the optimised code (every module, entry first)."""
         if self._asm is None:
             with _LOCK:
                 _initialise()
-                ref = llvm.parse_assembly(self.llvm_ir)
-                optimise(ref, self.target.vector_bits)
-                self._asm = target_machine(self.target.vector_bits).emit_assembly(ref)
+                parts = []
+                for text in self.llvm_modules:
+                    ref = llvm.parse_assembly(text)
+                    optimise(ref, self.target.vector_bits)
+                    parts.append(target_machine(self.target.vector_bits).emit_assembly(ref))
+                self._asm = "\n".join(parts)
         return self._asm
 
     def __call__(self, *args: Any) -> None:
@@ -261,7 +328,8 @@ class CpuExecutable:
         loops ran on the OpenMP runtime so far (loops the size policy kept
         serial do not count), the team size of the latest dispatch (0 before
         any), and how many big-enough loops ran serially because the team had
-        come late at that loop just before (``polyir.cpu.policy.LateTeam``)."""
+        come late at that loop just before (``polyir.cpu.policy.LateTeam``).
+        Counted over all the kernels of a split build."""
         stats = {}
         for kind in ("dispatches", "team", "deferred"):
             address = self._globals[kind]
@@ -275,22 +343,106 @@ class CpuExecutable:
             ctypes.c_int64.from_address(address).value = nanoseconds
 
 
-def lower_to_llvm(module: Module, target: Target, fast_math: bool = False) -> str:
-    """LLVM IR text of the module's entry function (and its packed wrapper) for
-    the host; ``fast_math`` puts ``contract reassoc nsz`` on float operations."""
-    from llvmlite import ir
-
-    _initialise()
-    function = module.entry
-    llmod = ir.Module(name=f"polyir.{function.name}")
+def _new_llvm_module(name: str) -> ir.Module:
+    llmod = ir.Module(name=name)
     llmod.triple = _STATE["triple"]
     llmod.data_layout = _STATE["data_layout"]
-    hooks = CpuHooks(parallel_cores(target), target.min_parallel_work, fast_math,
-                     target.team_late_ns, target.work_unit_ns)
-    lowered = lower_function(llmod, function, hooks, llvm_name(module))
+    return llmod
+
+
+def _hooks(target: Target, fast_math: bool, shared_globals: bool = False) -> CpuHooks:
+    return CpuHooks(parallel_cores(target), target.min_parallel_work, fast_math,
+                    target.team_late_ns, target.work_unit_ns, shared_globals)
+
+
+def lower_to_llvm(module: Module, target: Target, fast_math: bool = False) -> str:
+    """LLVM IR text of the module's entry function (and its packed wrapper) for
+    the host, as one LLVM function (what :func:`build_cpu` does when a function
+    is not split); ``fast_math`` puts ``contract reassoc nsz`` on float operations."""
+    _initialise()
+    function = module.entry
+    llmod = _new_llvm_module(f"polyir.{function.name}")
+    lowered = lower_function(llmod, function, _hooks(target, fast_math), llvm_name(module))
     _emit_packed_wrapper(llmod, llmod.get_global(lowered.llvm_name), lowered.params,
                          packed_name(module))
     return str(llmod)
+
+
+def lower_kernel(kernel: Kernel, target: Target, fast_math: bool = False) -> str:
+    """LLVM IR text of one kernel's module (its parallel loops use the runtime
+    globals the entry module defines, ``polyir.cpu.abi.KERNEL_GLOBALS``)."""
+    _initialise()
+    symbol = kernel_symbol(kernel)
+    llmod = _new_llvm_module(symbol)
+    lower_function(llmod, kernel.function, _hooks(target, fast_math, shared_globals=True), symbol)
+    return str(llmod)
+
+
+def lower_entry(split: SplitFunction, target: Target, module: Module) -> str:
+    """LLVM IR text of the entry module calling ``split``'s kernels, with its
+    packed wrapper and the runtime globals the kernels share."""
+    _initialise()
+    name = llvm_name(module)
+    llmod = _new_llvm_module(name)
+    hooks = _hooks(target, False)
+    entry = emit_entry(llmod, split, hooks, name, kernel_symbol)
+    _emit_packed_wrapper(llmod, entry, signature(split.function, hooks), packed_name(module))
+    define_runtime_globals(llmod, KERNEL_GLOBALS, target.min_parallel_work, target.team_late_ns)
+    return str(llmod)
+
+
+@dataclass
+class _Unit:
+    """One object of a build: a kernel, the entry, or a whole function."""
+
+    what: str
+    key: str
+    lower: Any               # () -> LLVM IR text
+    symbol: str = ""         # the kernel symbol it defines (kernels only)
+    speed_level: int = 3     # KERNEL_SPEED_LEVEL; the entry only calls kernels: ENTRY_SPEED_LEVEL
+    llvm_ir: str = ""
+    object_code: bytes = b""
+    hit: bool = False
+
+
+def _compile_unit(unit: _Unit, target: Target, times: StageTimes, provided: set[str]) -> None:
+    with times.stage("lower", unit.what):
+        unit.llvm_ir = unit.lower()
+    try:
+        ref = llvm.parse_assembly(unit.llvm_ir)
+        ref.verify()
+    except RuntimeError as error:
+        raise CompileError(f"{unit.what}: invalid LLVM IR from lowering: {error}") from None
+    with times.stage("optimise", unit.what):
+        optimise(ref, target.vector_bits, unit.speed_level)
+    _check_external_symbols(ref, unit.what, provided)
+    with times.stage("codegen", unit.what):
+        unit.object_code = target_machine(target.vector_bits).emit_object(ref)
+
+
+def _units(module: Module, target: Target, fast_math: bool, host: str, fingerprint: str
+           ) -> tuple[list[_Unit], int, bool]:
+    """The objects ``module`` needs, entry last, the number of kernel calls, and
+    whether it was split."""
+    function = module.entry
+    options = (repr(target), host, fingerprint, f"fast_math={fast_math}",
+               f"parallel_cores={parallel_cores(target)}")
+    if not splittable(function) or len(group_nodes(function.body)) <= WHOLE_FUNCTION_NESTS:
+        key = cache_key("function", print_module(module), *options, str(KERNEL_SPEED_LEVEL))
+        return [_Unit(f"function '{function.name}'", key,
+                      lambda: lower_to_llvm(module, target, fast_math),
+                      speed_level=KERNEL_SPEED_LEVEL)], 1, False
+    split = split_function(function)
+    units = []
+    for kernel in split.distinct.values():
+        key = cache_key("kernel", kernel.text, *options, str(KERNEL_SPEED_LEVEL))
+        units.append(_Unit(f"function '{function.name}' kernel {kernel.key}", key,
+                           lambda k=kernel: lower_kernel(k, target, fast_math), kernel_symbol(kernel),
+                           KERNEL_SPEED_LEVEL))
+    key = cache_key("entry", f"{module.entry.name}\n{split.entry_text()}", *options)
+    units.append(_Unit(f"function '{function.name}' entry", key,
+                       lambda: lower_entry(split, target, module), speed_level=ENTRY_SPEED_LEVEL))
+    return units, len(split.kernels), True
 
 
 def build_cpu(module: Module, target: Target, cache_dir: Any = DEFAULT,
@@ -304,35 +456,76 @@ def build_cpu(module: Module, target: Target, cache_dir: Any = DEFAULT,
     :class:`polyir.CompileError` for constructs the CPU cannot run (barriers,
     fragments, GPU-mapped loops, launches).
     """
-    cache = CompileCache(default_cache_dir() if cache_dir is DEFAULT else cache_dir)
+    directory = default_cache_dir() if cache_dir is DEFAULT else cache_dir
     fast_math = bool(fast_math)
-    cores = parallel_cores(target)
     with _LOCK:
         _initialise()
-        fingerprint = _STATE["fingerprint"]
-        key = cache_key(print_module(module), repr(target), host_description(), fingerprint,
-                        f"fast_math={fast_math}", f"parallel_cores={cores}")
-        entry = cache.load(key, fingerprint)
-        if entry is not None:
-            try:
-                return CpuExecutable(module, target, entry.llvm_ir, entry.object_code, True,
-                                     fast_math)
-            except Exception as error:  # unusable object code: recompile
-                import warnings
-                warnings.warn(f"polyir: cached object for {module.entry.name} failed to load "
-                              f"({error}); recompiling", RuntimeWarning, stacklevel=2)
-                cache.invalidate(key)
-        llvm_ir = lower_to_llvm(module, target, fast_math)
+        fp = _STATE["fingerprint"]
+        cache = CompileCache(directory, fp)
+        what = f"cpu {module.entry.name}"
+        times = StageTimes(_LOG, what)
+        with times.stage("split"):
+            units, calls, split = _units(module, target, fast_math, host_description(), fp)
+        provided = {unit.symbol for unit in units if unit.symbol}
+        with times.stage("cache"):
+            for unit in units:
+                entry = cache.load(unit.key)
+                if entry is not None:
+                    unit.llvm_ir, unit.object_code, unit.hit = entry.llvm_ir, entry.object_code, True
+        missing = [unit for unit in units if not unit.hit]
+        progress = Progress(_LOG, what, "kernel", len(missing))
+        for done, unit in enumerate(missing, 1):
+            _compile_unit(unit, target, times, provided)
+            _store(cache, unit, module, target, fast_math)
+            progress.step(done)
+        build = _Build(module, target, units, calls, fast_math, split)
         try:
-            ref = llvm.parse_assembly(llvm_ir)
-            ref.verify()
-        except RuntimeError as error:
-            raise CompileError(f"function '{module.entry.name}': invalid LLVM IR from "
-                               f"lowering: {error}") from None
-        optimise(ref, target.vector_bits)
-        _check_external_symbols(ref, module.entry.name)
-        object_code = target_machine(target.vector_bits).emit_object(ref)
-        cache.store(key, fingerprint, object_code, llvm_ir,
-                    {"function": module.entry.name, "target": repr(target),
-                     "fast_math": fast_math})
-        return CpuExecutable(module, target, llvm_ir, object_code, False, fast_math)
+            with times.stage("load"):
+                executable = build.executable()
+        except Exception as error:  # unusable cached object code: recompile those
+            hits = [unit for unit in units if unit.hit]
+            if not hits:
+                raise
+            import warnings
+            warnings.warn(f"polyir: cached object for {module.entry.name} failed to load "
+                          f"({error}); recompiling", RuntimeWarning, stacklevel=2)
+            for unit in hits:
+                cache.invalidate(unit.key)
+                unit.hit = False
+                _compile_unit(unit, target, times, provided)
+                _store(cache, unit, module, target, fast_math)
+            executable = build.executable()
+        if cache.stored:
+            with times.stage("evict"):
+                cache.evict()
+        if _LOG.isEnabledFor(logging.INFO):
+            from_cache = sum(unit.hit for unit in units)
+            _LOG.info("%s: %d kernel calls, %d objects (%d from the cache) in %.2f s: %s",
+                      what, calls, len(units), from_cache, times.elapsed(), times.summary())
+        return executable
+
+
+def _store(cache: CompileCache, unit: _Unit, module: Module, target: Target,
+           fast_math: bool) -> None:
+    cache.store(unit.key, unit.object_code, unit.llvm_ir,
+                {"function": module.entry.name, "unit": unit.what, "target": repr(target),
+                 "fast_math": fast_math})
+
+
+@dataclass
+class _Build:
+    """What :class:`CpuExecutable` is made of, once every unit has object code."""
+
+    module: Module
+    target: Target
+    units: list[_Unit]
+    calls: int
+    fast_math: bool
+    split: bool
+
+    def executable(self) -> CpuExecutable:
+        ordered = self.units[-1:] + self.units[:-1]  # entry (or the whole function) first
+        return CpuExecutable(self.module, self.target, [u.llvm_ir for u in ordered],
+                             [u.object_code for u in ordered], all(u.hit for u in self.units),
+                             self.calls, self.fast_math,
+                             KERNEL_GLOBALS if self.split else None)

@@ -40,10 +40,8 @@ from polyir.cpu.abi import (
     Context,
     declare,
     field,
-    global_f64,
-    global_i64,
-    global_names,
     now_ns,
+    runtime_global,
     storage_bytes,
 )
 from polyir.cpu.reductions import privatised_reductions
@@ -79,16 +77,16 @@ def _used_outside(nodes: Iterable[Node], loop: For) -> set[str]:
 
 
 def emit_parallel_loop(lowerer: FunctionLowerer, loop: For, cores: int,
-                       min_parallel_work: float, team_late_ns: int = policy.LATE_NS,
                        work_unit_ns: float = 0.1) -> None:
     """Lower the outermost parallel ``loop`` at ``lowerer``'s position (see the
-    module docstring); ``cores`` threads, dispatch above ``min_parallel_work``,
-    back off when a team thread starts later than ``team_late_ns`` or the
-    dispatch takes much longer than the estimated serial time (the work times
-    ``work_unit_ns``)."""
+    module docstring) for ``cores`` threads: dispatch above the threshold in
+    the ``min_work`` runtime global, back off when a team thread starts later
+    than the ``late_ns`` one or the dispatch takes much longer than the
+    estimated serial time (the work times ``work_unit_ns``). The globals start
+    at the hooks' ``min_parallel_work`` and ``team_late_ns``
+    (``polyir.cpu.abi.runtime_global``)."""
     b = lowerer.builder
     module = lowerer.llvm_module
-    names = global_names(lowerer.llfunc.name)
     trip, lo = policy.trip_count(lowerer, loop)
     used = buffers_used(loop.body)
     local_names = {buf.name for buf in lowerer.function.locals}
@@ -114,7 +112,7 @@ def emit_parallel_loop(lowerer: FunctionLowerer, loop: For, cores: int,
     for reduction in reductions:
         count = lowerer.element_count(lowerer.buffers[reduction.buffer].buffer)
         private_elements = count if private_elements is None else b.add(private_elements, count)
-    limit = b.load(global_f64(module, names["min_work"], min_parallel_work), typ=F64)
+    limit = b.load(runtime_global(lowerer, "min_work"), typ=F64)
     threshold = policy.dispatch_threshold(lowerer, limit, cores, private_elements)
     big_enough = b.fcmp_ordered(">", work, threshold)
 
@@ -127,7 +125,7 @@ def emit_parallel_loop(lowerer: FunctionLowerer, loop: For, cores: int,
 
     b.position_at_end(when_block)
     start = now_ns(lowerer)
-    late = policy.LateTeam(lowerer, base, names, team_late_ns, work_unit_ns)
+    late = policy.LateTeam(lowerer, base, work_unit_ns)
     if reductions:  # results must not depend on timing: always the team
         b.branch(threads_block)
     else:
@@ -241,7 +239,7 @@ def _dispatch(lowerer: FunctionLowerer, context: Context, team_fn: ir.Function, 
     b.call(gomp_parallel, [team_fn, ctx, ir.Constant(I32, cores), ir.Constant(I32, 0)])
     ran_status = b.trunc(b.load(field(b, ctx, struct, context.scalar("status")), typ=I64), I32)
     ran_arrival = b.load(field(b, ctx, struct, context.scalar("arrival")), typ=I64)
-    dispatches = global_i64(module, global_names(lowerer.llfunc.name)["dispatches"])
+    dispatches = runtime_global(lowerer, "dispatches")
     b.atomic_rmw("add", dispatches, ir.Constant(I64, 1), "monotonic")
     run_end = b.block
     b.branch(after)

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from polyir.cpu.abi import global_f64, global_i64, now_ns
+from polyir.cpu.abi import global_f64, global_i64, now_ns, runtime_global
 from polyir.ir.affine import Aff
 from polyir.ir.nodes import Assign, BinOp, Call, Cast, Compare, For, If, Load, Node, Select
 from polyir.llvm.hooks import F64, I64
@@ -175,18 +175,18 @@ class LateTeam:
     ``{base}.backoff`` (ns) and ``{base}.serial_unit_ns`` (double: ns per work
     unit the loop took when it last ran serially instead of dispatching; 0
     before), and the entry function's ``deferred`` counter and ``late_ns``
-    threshold (``polyir.cpu.abi.global_names``)."""
+    threshold (``polyir.cpu.abi.runtime_global``: its initial value is the
+    hooks' ``team_late_ns``)."""
 
-    def __init__(self, lowerer: FunctionLowerer, base: str, names: dict[str, str],
-                 late_ns: int = LATE_NS, work_unit_ns: float = 0.1):
+    def __init__(self, lowerer: FunctionLowerer, base: str, work_unit_ns: float = 0.1):
         module = lowerer.llvm_module
         self.lowerer = lowerer
         self.work_unit_ns = work_unit_ns
         self.retry_at = global_i64(module, f"{base}.retry_at")
         self.backoff = global_i64(module, f"{base}.backoff")
         self.serial_unit_ns = global_f64(module, f"{base}.serial_unit_ns", 0.0)
-        self.deferred = global_i64(module, names["deferred"])
-        self.late_ns = global_i64(module, names["late_ns"], int(late_ns))
+        self.deferred = runtime_global(lowerer, "deferred")
+        self.late_ns = runtime_global(lowerer, "late_ns")
 
     def allowed(self, now: ir.Value) -> ir.Value:
         """i1: the loop may use the team at time ``now``."""

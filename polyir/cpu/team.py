@@ -25,9 +25,8 @@ from polyir.cpu.abi import (
     Context,
     declare,
     field,
-    global_i64,
-    global_names,
     now_ns,
+    runtime_global,
 )
 from polyir.cpu.reductions import PrivateReduction
 from polyir.ir.types import DType
@@ -102,7 +101,7 @@ def team_function(lowerer: FunctionLowerer, context: Context, body_fn: ir.Functi
                         status_slot)
     _gather(team, field(b, ctx, struct, context.scalar("finished")), threads)
 
-    team_size = global_i64(module, global_names(lowerer.llfunc.name)["team"])
+    team_size = runtime_global(lowerer, "team")
     with b.if_then(b.icmp_signed("==", thread, ir.Constant(I64, 0))):
         b.store(threads, team_size)
     team.finish()

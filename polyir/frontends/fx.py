@@ -15,11 +15,15 @@
 
 Each distinct combination of input shapes and dtypes gets its own compiled
 plan (a cache keyed by them), so a call never runs code compiled for other
-shapes.
+shapes. With ``dynamic=True`` the capture keeps the inputs' sizes symbolic
+(``polyir.frontends.dynamic``): one plan serves every size its guards accept,
+and a new one is compiled only when a guard fails.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
 import operator
 import warnings
 from collections.abc import Callable, Sequence
@@ -29,14 +33,25 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
+from polyir.compilelog import StageTimes, logger
 from polyir.errors import ArgumentError, UnsupportedOp
 from polyir.frontends.aten import LoweredSegment, lower_segment, op_name, unsupported_reason
 from polyir.frontends.aten.context import node_meta
+from polyir.frontends.aten.lower import is_size_node
+from polyir.frontends.dynamic import DynamicShapes
 from polyir.frontends.fxrun import MISS, PreparedPlan, input_signature
 from polyir.frontends.lowering.partition import group_by_fallback_depth
 from polyir.frontends.lowering.registry import summarize
 
 aten = torch.ops.aten
+_LOG = logger("compile")
+
+
+def _describe(args: Sequence[Any]) -> str:
+    """``(2, 16, 128) float32, ...`` for the log."""
+    leaves, _ = pytree.tree_flatten(tuple(args))
+    return ", ".join(f"{tuple(leaf.shape)} {str(leaf.dtype).replace('torch.', '')}"
+                     if isinstance(leaf, torch.Tensor) else type(leaf).__name__ for leaf in leaves)
 
 
 class PolyirFallbackWarning(UserWarning):
@@ -55,6 +70,7 @@ class Captured:
     out_spec: Any = None
     constant_outputs: dict[int, Any] = field(default_factory=dict)
     output_count: int = 0
+    dynamic: DynamicShapes | None = None   # sizes and guards of a symbolic capture
 
 
 @functools.lru_cache(maxsize=1)
@@ -88,9 +104,13 @@ def model_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return state
 
 
-def capture(model: torch.nn.Module, args: Sequence[Any]) -> Captured:
+def capture(model: torch.nn.Module, args: Sequence[Any], dynamic: bool = False,
+            dynamic_dims: Sequence[Sequence[bool]] | None = None) -> Captured:
     """Trace ``model(*args)`` to a functional core-ATen graph whose
-    placeholders are the tensor leaves of ``args`` then the model's state."""
+    placeholders are the tensor leaves of ``args`` then the model's state;
+    with ``dynamic`` the inputs' sizes are symbolic (see
+    ``polyir.frontends.dynamic``; ``dynamic_dims`` overrides which dimensions of
+    each tensor input are)."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
     flat, in_spec = pytree.tree_flatten(tuple(args))
@@ -114,7 +134,15 @@ def capture(model: torch.nn.Module, args: Sequence[Any]) -> Captured:
         return [leaf for leaf in out_leaves if isinstance(leaf, torch.Tensor)]
 
     inputs = [flat[i] for i in tensor_positions] + list(state.values())
-    with torch.no_grad():
+    if dynamic:
+        from polyir.frontends.dynamic import trace_symbolic
+        with torch.no_grad():
+            gm, captured.dynamic = trace_symbolic(traced, inputs, len(tensor_positions),
+                                                  _decompositions(), dynamic_dims)
+        _drop_dead_code(gm)
+        captured.gm = gm
+        return captured
+    with torch.no_grad(), _one_fake_mode():
         gm = make_fx(torch.func.functionalize(traced, remove="mutations"),
                      decomposition_table=_decompositions(), tracing_mode="real")(*inputs)
         if any(_mutates(n) and not _writes_placeholder(n) for n in gm.graph.nodes):
@@ -125,6 +153,19 @@ def capture(model: torch.nn.Module, args: Sequence[Any]) -> Captured:
     _drop_dead_code(gm)
     captured.gm = gm
     return captured
+
+
+def _one_fake_mode() -> Any:
+    """A tracing context whose fake mode make_fx's real-mode tracing uses for the
+    metadata of every node (``node.meta["val"]``); without it, it makes a new
+    ``FakeTensorMode`` per node, and each records a stack trace: half the time of
+    a capture."""
+    from torch._guards import TracingContext, tracing
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    if TracingContext.try_get() is not None:  # under dynamo: its context stays
+        return contextlib.nullcontext()
+    return tracing(TracingContext(FakeTensorMode(allow_fallback_kernels=True)))
 
 
 def _writes_placeholder(node: torch.fx.Node) -> bool:
@@ -155,6 +196,14 @@ class Segment:
     outputs: list[torch.fx.Node] = field(default_factory=list)
     lowered: LoweredSegment | None = None
     executable: Any = None
+    _symbol_values: Any = None
+
+    def symbol_values(self, sizes: dict[str, int]) -> list[int]:
+        """The values of the size symbols the segment takes explicitly."""
+        if self._symbol_values is None:
+            assert self.lowered is not None and self.lowered.symbols is not None
+            self._symbol_values = self.lowered.symbols.evaluator(self.lowered.symbol_params)
+        return list(self._symbol_values(sizes))
 
 
 @dataclass
@@ -168,12 +217,15 @@ class Eager:
 Step = Any  # Segment | Eager
 
 
-def partition(gm: torch.fx.GraphModule) -> list[Step]:
-    """Steps in execution order: segments of supported nodes and eager nodes."""
-    nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
+def partition(gm: torch.fx.GraphModule, symbolic: bool = False) -> list[Step]:
+    """Steps in execution order: segments of supported nodes and eager nodes.
+    With ``symbolic`` (dynamic shapes), nodes that compute sizes are no step:
+    the plan evaluates them from the call's sizes."""
+    nodes = [n for n in gm.graph.nodes if n.op == "call_function"
+             and not (symbolic and is_size_node(n))]
     reasons: dict[torch.fx.Node, str | None] = {}
     for node in nodes:
-        reason = unsupported_reason(node)
+        reason = unsupported_reason(node, symbolic)
         if reason is None and node.target is operator.getitem:
             parent = node.args[0]
             if not isinstance(parent, torch.fx.Node) or reasons.get(parent) is not None:
@@ -191,10 +243,12 @@ def partition(gm: torch.fx.GraphModule) -> list[Step]:
         if not isinstance(step, Segment):
             continue
         members = set(step.nodes)
-        inputs = {arg for node in step.nodes for arg in node.all_input_nodes if arg not in members}
+        inputs = {arg for node in step.nodes for arg in node.all_input_nodes
+                  if arg not in members and not (symbolic and is_size_node(arg))}
         step.inputs = sorted(inputs, key=position.__getitem__)
         step.outputs = [node for node in step.nodes if _is_tensor(node)
-                        and any(user not in members for user in node.users)]
+                        and any(user not in members and not (symbolic and is_size_node(user))
+                                for user in node.users)]
     return [s for s in steps if not isinstance(s, Segment) or s.outputs]
 
 
@@ -267,6 +321,10 @@ class Plan:
 
     def __post_init__(self) -> None:
         graph = self.captured.gm.graph
+        eager = {s.node for s in self.steps if isinstance(s, Eager)}
+        self._size_nodes = [n for n in graph.nodes if is_size_node(n) and any(
+            user in eager or user.op == "output" for user in n.users)] \
+            if self.captured.dynamic is not None else []  # sizes the eager steps need
         self._placeholders = [n for n in graph.nodes if n.op == "placeholder"]
         self._constants = {n: _fetch_attr(self.captured.gm, str(n.target))
                            for n in graph.nodes if n.op == "get_attr"}
@@ -277,6 +335,11 @@ class Plan:
         env: dict[torch.fx.Node, Any] = dict(self._constants)
         for node, value in zip(self._placeholders, list(tensors) + list(state), strict=True):
             env[node] = value
+        dynamic = self.captured.dynamic
+        sizes = dynamic.sizes(tensors) if dynamic is not None else None
+        if dynamic is not None and sizes is not None:
+            for node in self._size_nodes:
+                env[node] = dynamic.node_value(node, sizes)
         for step in self.steps:
             if isinstance(step, Eager):
                 args = torch.fx.node.map_arg(step.node.args, env.__getitem__)
@@ -285,7 +348,7 @@ class Plan:
                 with torch.no_grad():
                     env[step.node] = target(*args, **kwargs)
             else:
-                _run_segment(step, env)
+                _run_segment(step, env, dynamic, sizes)
         results = list(torch.fx.node.map_arg(self._output.args[0], env.__getitem__))
         leaves = []
         for position in range(self.captured.output_count):
@@ -313,28 +376,42 @@ def _as_array(tensor: torch.Tensor) -> Any:
     return tensor.contiguous().numpy()
 
 
-def _run_segment(segment: Segment, env: dict[torch.fx.Node, Any]) -> None:
+def _run_segment(segment: Segment, env: dict[torch.fx.Node, Any],
+                 dynamic: DynamicShapes | None = None, sizes: dict[str, int] | None = None) -> None:
     arrays = [_as_array(env[node]) for node in segment.inputs]
     results = []
     for node in segment.outputs:
         meta = node_meta(node)
         held = torch.float32 if meta.dtype == torch.bfloat16 else meta.dtype
-        results.append(torch.empty(tuple(int(s) for s in meta.shape), dtype=held))
-    segment.executable(*arrays, *[r.numpy() for r in results])
+        shape = tuple(int(s) for s in meta.shape) if dynamic is None or sizes is None \
+            else dynamic.node_shape(node, sizes)
+        results.append(torch.empty(shape, dtype=held))
+    symbols: list[int] = []
+    if dynamic is not None and sizes is not None and segment.lowered is not None \
+            and segment.lowered.symbol_params:
+        symbols = segment.symbol_values(sizes)
+    segment.executable(*arrays, *[r.numpy() for r in results], *symbols)
     for node, result in zip(segment.outputs, results, strict=True):
         env[node] = result.to(torch.bfloat16) if node_meta(node).dtype == torch.bfloat16 else result
 
 
 def build_plan(model: torch.nn.Module, args: Sequence[Any], *, target: Any, fallback: bool,
-               pipeline: str | None, fast_math: bool = True) -> Plan:
+               pipeline: str | None, fast_math: bool = True, dynamic: bool = False,
+               dynamic_dims: Sequence[Sequence[bool]] | None = None) -> Plan:
     """Capture, partition, lower and compile ``model`` for ``args``
-    (``polyir.driver.compile_ir`` with ``pipeline``, default the target's)."""
+    (``polyir.driver.compile_ir`` with ``pipeline``, default the target's; with
+    ``dynamic``, for every size the plan's guards accept)."""
     from polyir.context import PassContext
     from polyir.driver import compile_ir
     from polyir.target import resolve
 
-    captured = capture(model, args)
-    steps = partition(captured.gm)
+    what = f"compile {type(model).__name__}"
+    times = StageTimes(_LOG, what)
+    _LOG.info("%s: capturing for inputs %s", what, _describe(args))
+    with times.stage("capture", level=logging.INFO):
+        captured = capture(model, args, dynamic, dynamic_dims)
+        steps = partition(captured.gm, symbolic=dynamic)
+    table = captured.dynamic.table if captured.dynamic is not None else None
     plan = Plan(captured, steps, target, PassContext(resolve(target)))
     unsupported = plan.fallbacks
     if unsupported and not fallback:
@@ -342,9 +419,22 @@ def build_plan(model: torch.nn.Module, args: Sequence[Any], *, target: Any, fall
         raise UnsupportedOp(op_name(first.node.target), first.node.name, first.reason)
     for index, segment in enumerate(plan.segments):
         name = "forward" if len(plan.segments) == 1 else f"segment{index}"
-        segment.lowered = lower_segment(segment.nodes, segment.inputs, segment.outputs, name)
-        segment.executable = compile_ir(segment.lowered.module, plan.context.target, pipeline,
-                                        ctx=plan.context, fast_math=fast_math)
+        with times.stage("lower", f"{name}: {len(segment.nodes)} ATen nodes", level=logging.INFO):
+            segment.lowered = lower_segment(segment.nodes, segment.inputs, segment.outputs, name,
+                                            table)
+        # verify, the pass pipeline, the backend (their split: plan.context.timings)
+        with times.stage("compile", f"{name}: {segment.lowered.loop_nests} loop nests",
+                         level=logging.INFO):
+            segment.executable = compile_ir(segment.lowered.module, plan.context.target, pipeline,
+                                            ctx=plan.context, fast_math=fast_math)
+    if captured.dynamic is not None:
+        captured.dynamic.finish()
+        pinned = captured.dynamic.specialised()
+        _LOG.info("%s: dynamic sizes %s; guards: %s%s", what,
+                  ", ".join(captured.dynamic.bindings) or "none", captured.dynamic.guards.source
+                  if captured.dynamic.guards else "-",
+                  f"; specialised: {', '.join(pinned)}" if pinned else "")
+    _LOG.info("%s: done in %.2f s (%s)", what, times.elapsed(), times.summary())
     if unsupported:
         names = sorted({op_name(s.node.target) for s in unsupported})
         where = ", ".join(f"{s.node.name} ({s.reason})" for s in unsupported)
@@ -354,6 +444,13 @@ def build_plan(model: torch.nn.Module, args: Sequence[Any], *, target: Any, fall
 
 
 # ------------------------------------------------------------------- runtime
+def _leaf_kind(leaf: Any) -> Any:
+    """What a dynamic plan depends on besides sizes: rank, dtype, device (and values)."""
+    if isinstance(leaf, torch.Tensor):
+        return ("tensor", leaf.dim(), leaf.dtype, leaf.device.type)
+    return _leaf_key(leaf)
+
+
 def _leaf_key(leaf: Any) -> Any:
     if isinstance(leaf, torch.Tensor):
         return ("tensor", tuple(leaf.shape), leaf.dtype, leaf.device.type)
@@ -367,18 +464,29 @@ class CompiledModel:
 
     Calling it runs the plan compiled for the arguments' shapes and dtypes,
     compiling a new one first when there is none. ``plans`` maps each key to
-    its :class:`Plan`; :meth:`summary` describes the latest one.
+    its :class:`Plan`; :meth:`summary` describes the latest one. With
+    ``dynamic``, a plan whose guards accept the arguments' sizes is reused
+    (``plans`` then maps every shape seen to the plan that served it);
+    ``compiles`` counts the plans built. ``dynamic_dims`` (one list of flags
+    per tensor input) says which dimensions are dynamic instead of the default
+    rule (every size that is not 1); the dynamo backend passes dynamo's own.
     """
 
     def __init__(self, model: torch.nn.Module, *, target: Any = "cpu", fallback: bool = True,
-                 pipeline: str | None = None, fast_math: bool = True) -> None:
+                 pipeline: str | None = None, fast_math: bool = True, dynamic: bool = False,
+                 dynamic_dims: Sequence[Sequence[bool]] | None = None) -> None:
         self.model = model
+        self.dynamic_dims = dynamic_dims
         self.target = target
         self.fallback = fallback
         self.pipeline = pipeline
         self.fast_math = bool(fast_math)
+        self.dynamic = dynamic
         self.plans: dict[Any, Plan] = {}
         self.last_plan: Plan | None = None
+        self.compiles = 0
+        self._dynamic_plans: dict[Any, list[Plan]] = {}
+        self._symbolic_failed: set[Any] = set()  # kinds of arguments not compilable symbolically
         # input signature -> (plan, its PreparedPlan or None when it has no fast path)
         self._prepared: dict[Any, tuple[Plan, Any]] = {}
 
@@ -390,11 +498,45 @@ class CompiledModel:
         key = (spec, tuple(_leaf_key(leaf) for leaf in flat),
                tuple((name, _leaf_key(t)) for name, t in state.items()))
         plan = self.plans.get(key)
+        if plan is None and self.dynamic:
+            plan = self._dynamic_plan(args, flat, spec, state)
         if plan is None:
-            plan = build_plan(self.model, args, target=self.target, fallback=self.fallback,
-                              pipeline=self.pipeline, fast_math=self.fast_math)
-            self.plans[key] = plan
+            plan = self._build(args, dynamic=False)
+        self.plans[key] = plan
         self.last_plan = plan
+        return plan
+
+    def _build(self, args: Sequence[Any], dynamic: bool) -> Plan:
+        self.compiles += 1
+        return build_plan(self.model, args, target=self.target, fallback=self.fallback,
+                          pipeline=self.pipeline, fast_math=self.fast_math, dynamic=dynamic,
+                          dynamic_dims=self.dynamic_dims if dynamic else None)
+
+    def _dynamic_plan(self, args: Sequence[Any], flat: list[Any], spec: Any,
+                      state: dict[str, torch.Tensor]) -> Plan | None:
+        """A symbolic plan whose guards accept ``args`` (compiling one if none does);
+        ``None`` when the model cannot be compiled with symbolic sizes."""
+        kind = (spec, tuple(_leaf_kind(leaf) for leaf in flat),
+                tuple((name, _leaf_key(t)) for name, t in state.items()))
+        tensors = [leaf for leaf in flat if isinstance(leaf, torch.Tensor)]
+        if kind in self._symbolic_failed:
+            return None
+        candidates = self._dynamic_plans.setdefault(kind, [])
+        for plan in candidates:
+            dynamic = plan.captured.dynamic
+            if dynamic is not None and dynamic.guards is not None and dynamic.guards.holds(tensors):
+                return plan
+        try:
+            plan = self._build(args, dynamic=True)
+        except UnsupportedOp:
+            raise
+        except Exception as error:  # symbolic sizes the lowering cannot express
+            self._symbolic_failed.add(kind)
+            warnings.warn(f"polyir: dynamic=True: cannot compile {type(self.model).__name__} with "
+                          f"symbolic sizes ({type(error).__name__}: {str(error)[:200]}); "
+                          f"compiling for each size instead", PolyirFallbackWarning, stacklevel=4)
+            return None
+        candidates.append(plan)
         return plan
 
     def __call__(self, *args: Any) -> Any:
@@ -407,10 +549,12 @@ class CompiledModel:
                 return result
         state = model_state(self.model)
         plan = self.plan_for(args, state)
-        if signature is not None and (known is None or known[0] is not plan):
-            self._prepared[signature] = (plan, PreparedPlan.prepare(plan, self.model, state))
         flat, _ = pytree.tree_flatten(tuple(args))
         tensors = [leaf for leaf in flat if isinstance(leaf, torch.Tensor)]
+        if signature is not None and (known is None or known[0] is not plan):
+            # a dynamic plan is prepared for this signature's sizes (its guards hold for them)
+            self._prepared[signature] = (plan, PreparedPlan.prepare(plan, self.model, state,
+                                                                    tensors))
         return plan.run(tensors, list(state.values()))
 
     def summary(self) -> dict[str, Any]:
@@ -431,7 +575,8 @@ class CompiledModel:
 
 
 def compile_model(model: Any, example_inputs: Any, *, target: Any = "cpu", fallback: bool = True,
-                  pipeline: str | None = None, fast_math: bool = True) -> CompiledModel:
+                  pipeline: str | None = None, fast_math: bool = True,
+                  dynamic: bool = False) -> CompiledModel:
     """Compile ``model`` (an ``nn.Module`` or ``fx.GraphModule``) for
     ``example_inputs`` (a tensor or a tuple/list of arguments).
 
@@ -444,6 +589,9 @@ def compile_model(model: Any, example_inputs: Any, *, target: Any = "cpu", fallb
     FMAs and reassociate float sums (vectorised reductions); results match
     eager within rounding, as eager's own kernels do. ``False``: exact IEEE
     evaluation of the lowered loops.
+    ``dynamic``: compile with symbolic sizes for the inputs' dimensions that are
+    not 1 (see ``polyir.frontends.dynamic``): later calls with other sizes reuse
+    the plan while its guards hold, instead of compiling again.
 
     Returns a :class:`CompiledModel`; it is compiled for the example inputs
     now, so unsupported operators and lowering errors surface here.
@@ -452,6 +600,6 @@ def compile_model(model: Any, example_inputs: Any, *, target: Any = "cpu", fallb
         raise TypeError(f"polyir.compile takes an nn.Module or fx.GraphModule, not {type(model).__name__}")
     args = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
     compiled = CompiledModel(model, target=target, fallback=fallback, pipeline=pipeline,
-                             fast_math=fast_math)
+                             fast_math=fast_math, dynamic=dynamic)
     compiled.plan_for(args)
     return compiled

@@ -15,6 +15,11 @@ tensors, :class:`PreparedPlan` runs it with almost nothing left to do per call:
 * output shapes and dtypes are precomputed; intermediate values live in a
   list indexed by slot, not a dictionary keyed by graph nodes.
 
+A plan compiled with dynamic shapes is prepared once per input signature, for
+that signature's sizes: output shapes, the size symbols each segment takes
+and the size values the eager steps read are evaluated then (the plan's guards
+held for those sizes when the plan was chosen).
+
 What is not guaranteed by the key is still checked: a non-contiguous input
 or state tensor is made contiguous, and a tensor that an eager step produced
 is checked against the shape and dtype the segment was compiled for (a
@@ -135,11 +140,16 @@ class PreparedPlan:
     """A plan's fast call path (see the module docstring). Build it with
     :meth:`prepare`, which returns ``None`` for plans it does not cover."""
 
-    def __init__(self, plan: Any, model: torch.nn.Module, state: dict[str, torch.Tensor]):
+    def __init__(self, plan: Any, model: torch.nn.Module, state: dict[str, torch.Tensor],
+                 sizes: dict[str, int] | None = None):
         captured = plan.captured
         graph = captured.gm.graph
         self.plan = plan
         self.model = model
+        self._dynamic = captured.dynamic
+        self._sizes = sizes
+        if self._dynamic is not None and sizes is None:
+            raise ValueError("a dynamic plan is prepared for given sizes")
         self._slot: dict[torch.fx.Node, int] = {}
         placeholders = [n for n in graph.nodes if n.op == "placeholder"]
         for node in placeholders:
@@ -157,6 +167,11 @@ class PreparedPlan:
                 if isinstance(value, torch.Tensor) and not value.is_contiguous():
                     value = value.contiguous()
                 constants.append((self._slot[node], value))
+        if self._dynamic is not None:
+            assert sizes is not None
+            for node in plan._size_nodes:  # sizes the eager steps (or the outputs) read
+                self._slot[node] = len(self._slot)
+                constants.append((self._slot[node], self._dynamic.node_value(node, sizes)))
         trusted = set(placeholders) | {n for n in graph.nodes if n.op == "get_attr"}
         self._steps: list[_Segment | _Eager] = []
         for step in plan.steps:
@@ -185,11 +200,18 @@ class PreparedPlan:
         self._local = threading.local()
 
     @classmethod
-    def prepare(cls, plan: Any, model: torch.nn.Module,
-                state: dict[str, torch.Tensor]) -> PreparedPlan | None:
+    def prepare(cls, plan: Any, model: torch.nn.Module, state: dict[str, torch.Tensor],
+                tensors: Sequence[torch.Tensor] | None = None) -> PreparedPlan | None:
         """The fast path of ``plan``, or ``None`` when a segment is not a native
         CPU executable, writes one of its inputs, or the state cannot be read
-        back by name."""
+        back by name. A dynamic plan is prepared for the sizes of the call's
+        ``tensors`` (``None`` without them)."""
+        dynamic = plan.captured.dynamic
+        sizes = None
+        if dynamic is not None:
+            if tensors is None:
+                return None
+            sizes = dynamic.sizes(tensors)
         for segment in plan.segments:
             executable = segment.executable
             if not hasattr(executable, "call_words"):
@@ -198,7 +220,7 @@ class PreparedPlan:
             if inputs & executable.binder.written:
                 return None
         try:
-            return cls(plan, model, state)
+            return cls(plan, model, state, sizes)
         except (ValueError, ArgumentError, KeyError, RuntimeError):
             return None
 
@@ -206,11 +228,20 @@ class PreparedPlan:
         executable = segment.executable
         shapes: list[tuple[int, ...]] = []
         metas = []
+        dynamic, sizes = self._dynamic, self._sizes
         for node in list(segment.inputs) + list(segment.outputs):
             meta = node_meta(node)
             metas.append(meta)
-            shapes.append(tuple(int(s) for s in meta.shape))
-        template = executable.binder.prepare(shapes)
+            if dynamic is None or sizes is None:
+                shapes.append(tuple(int(s) for s in meta.shape))
+            else:
+                shapes.append(dynamic.node_shape(node, sizes))
+        symbols: dict[str, int] = {}
+        passed = segment.lowered.symbol_params if segment.lowered is not None else []
+        if passed:
+            assert sizes is not None
+            symbols = dict(zip(passed, segment.symbol_values(sizes), strict=True))
+        template = executable.binder.prepare(list(shapes) + [None] * len(passed), symbols)
         words = [k for k, word in enumerate(template) if word is None]
         if len(words) != len(shapes):
             raise ValueError("segment parameters are not all buffers")
@@ -222,7 +253,7 @@ class PreparedPlan:
             check = node not in trusted
             if check or bf16:
                 special.append((words[k], self._slot[node], check, bf16,
-                                (meta.shape, meta.dtype), node.name))
+                                (torch.Size(shapes[k]), meta.dtype), node.name))
             else:
                 direct.append((words[k], self._slot[node]))
         outputs = []

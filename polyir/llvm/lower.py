@@ -12,6 +12,9 @@ Entry points
     ``hooks.function_params(function)``. It returns ``i32`` status (0; 1
     when a heap local could not be allocated; other values from ``fail_if``)
     when ``hooks.returns_status``, else ``void``.
+``function_type(function, hooks) -> ir.FunctionType``
+    That signature as an LLVM function type (to declare a function lowered
+    in another module, as the CPU backend's entry does for its kernels).
 ``lower_module(module, hooks, names=None) -> (llvm_module, {name: LoweredFunction})``
     The same for several functions of a module (default: all).
 
@@ -52,7 +55,7 @@ What hooks may use on ``FunctionLowerer`` (stable): ``builder``, ``function``
 ``loop_bounds(loop) -> (lo, hi)``, ``element_pointer(name, indices)``,
 ``load(name, indices)``, ``store(name, indices, value)``, ``bind(name, value)``,
 ``unbind(name, previous)``,
-``bind_buffer(buffer, pointer)``, ``allocate_locals(buffers)``,
+``bind_buffer(buffer, pointer)``, ``allocate_locals(buffers)``, ``allocate_arena(buffers)``,
 ``lower_body(nodes)``, ``lower_serial_loop(loop)``,
 ``emit_range_loop(lo, hi, step, body, name, hints=None)``, ``entry_alloca(type, name)``
 (an opaque pointer), ``intrinsic(name, ret, args)``, ``declare(name, ret, args)``,
@@ -87,7 +90,7 @@ from polyir.llvm.exprs import ExprLowering
 from polyir.llvm.hooks import I1, I32, I64, STACK_LIMIT_BYTES, LoweringHooks, where
 
 __all__ = ["LoweringHooks", "FunctionLowerer", "BufferBinding", "LoweredFunction",
-           "lower_function", "lower_module", "signature", "buffers_used"]
+           "lower_function", "lower_module", "signature", "function_type", "buffers_used"]
 
 
 @dataclass
@@ -214,6 +217,56 @@ class FunctionLowerer(ExprLowering):
                     pointer = self._default_local(buffer)
                 self.bind_buffer(buffer, pointer)
         self._check_allocations()
+
+    def allocate_arena(self, buffers: Sequence[Buffer], align: int = 64) -> None:
+        """Bind ``buffers`` to one zero-filled heap block (``calloc``ed once, freed
+        on return), each at an offset aligned to ``align`` bytes; buffers the
+        hooks or the default place on the stack stay there. One allocation
+        instead of one per buffer: cheaper to call and to compile."""
+        heap: list[tuple[Buffer, ir.Value]] = []
+        stack: list[Buffer] = []
+        for buffer in buffers:
+            if self.hooks.allocate_local(self, buffer) is not None or self._on_stack(buffer):
+                stack.append(buffer)
+            else:
+                size = self._mul_nsw(self.element_count(buffer),
+                                     ir.Constant(I64, byte_size(self.hooks.storage_type(buffer.dtype))))
+                heap.append((buffer, size))
+        self.allocate_locals(stack)
+        if not heap:
+            return
+        b = self.builder
+        mask = ir.Constant(I64, -align)
+        offsets: list[ir.Value] = []
+        total: ir.Value = ir.Constant(I64, 0)
+        for _, size in heap:
+            offsets.append(total)
+            rounded = b.and_(self._add_nsw(size, ir.Constant(I64, align - 1)), mask)
+            total = self._add_nsw(total, rounded)
+        calloc = self.declare("calloc", ir.PointerType(), [I64, I64])
+        # at least one byte: calloc(0) may return NULL, which is not a failure
+        request = b.select(b.icmp_signed(">", total, ir.Constant(I64, 0)), total, ir.Constant(I64, 1))
+        arena = b.call(calloc, [request, ir.Constant(I64, 1)], name="locals")
+        self._heap.append(arena)
+        self._pending_failure.append(
+            b.icmp_unsigned("==", arena, ir.Constant(ir.PointerType(), None)))
+        for (buffer, _), offset in zip(heap, offsets, strict=True):
+            pointer = b.gep(arena, [offset], inbounds=True, source_etype=ir.IntType(8),
+                            name=buffer.name)
+            self.bind_buffer(buffer, pointer)
+        self._check_allocations()
+
+    def _on_stack(self, buffer: Buffer) -> bool:
+        """Whether the default allocation puts ``buffer`` on the stack."""
+        if not buffer.shape:
+            return True
+        if buffer.space not in (MemorySpace.LOCAL, MemorySpace.SHARED) \
+                or not all(d.is_constant for d in buffer.shape):
+            return False
+        count = 1
+        for d in buffer.shape:
+            count *= max(0, d.constant)
+        return count * byte_size(self.hooks.storage_type(buffer.dtype)) <= STACK_LIMIT_BYTES
 
     def _default_local(self, buffer: Buffer) -> ir.Value:
         storage = self.hooks.storage_type(buffer.dtype)
@@ -532,23 +585,28 @@ def loop_hints(loop: For) -> dict[str, int | None]:
     return hints
 
 
-def lower_function(llvm_module: ir.Module, function: Function, hooks: LoweringHooks,
-                   llvm_name: str | None = None) -> LoweredFunction:
-    """Add ``function`` to ``llvm_module``; see the module docstring for the signature."""
-    slots = signature(function, hooks)
+def function_type(function: Function, hooks: LoweringHooks) -> ir.FunctionType:
+    """The LLVM type of ``function`` lowered with ``hooks`` (parameters as :func:`signature`)."""
     extras = dict(hooks.function_params(function))
     buffers = function.buffers
     arg_types: list[ir.Type] = []
-    for slot in slots:
+    for slot in signature(function, hooks):
         if slot.kind == "buffer":
             arg_types.append(hooks.pointer_type(buffers[slot.name].space))
         elif slot.kind == "symbol":
             arg_types.append(I64)
         else:
             arg_types.append(extras[slot.name])
-    ret = I32 if hooks.returns_status else ir.VoidType()
+    return ir.FunctionType(I32 if hooks.returns_status else ir.VoidType(), arg_types)
+
+
+def lower_function(llvm_module: ir.Module, function: Function, hooks: LoweringHooks,
+                   llvm_name: str | None = None) -> LoweredFunction:
+    """Add ``function`` to ``llvm_module``; see the module docstring for the signature."""
+    slots = signature(function, hooks)
+    buffers = function.buffers
     name = llvm_name or function.name
-    llfunc = ir.Function(llvm_module, ir.FunctionType(ret, arg_types), name)
+    llfunc = ir.Function(llvm_module, function_type(function, hooks), name)
     lowerer = FunctionLowerer(llvm_module, function, llfunc, hooks)
     for slot, arg in zip(slots, llfunc.args, strict=True):
         arg.name = slot.name

@@ -4,7 +4,10 @@ Tensor values, expressions and the nest builders are framework-neutral and
 live in :mod:`polyir.frontends.lowering.context` (re-exported here, so the
 rules import one module); this module adds what needs torch: dtype
 conversion, a node's example value, and :meth:`LoweringContext.result`, which
-takes a result's shape and dtype from its fx node.
+takes a result's shape and dtype from its fx node. When compiling with
+dynamic shapes the shapes hold torch ``SymInt`` values for the dynamic sizes:
+the context is made with a :class:`polyir.frontends.aten.symbolic.SymbolTable`,
+which turns them into symbolic extents where they reach the IR.
 """
 from __future__ import annotations
 
@@ -71,7 +74,7 @@ class LoweringContext(NeutralLoweringContext):
         """
         meta = node_meta(node, index)
         hint = node.name if index is None else f"{node.name}_{index}"
-        return self.result_for((node.name, index or 0), hint, tuple(int(s) for s in meta.shape),
+        return self.result_for((node.name, index or 0), hint, self.dims(meta.shape),
                                dtype or dtype_of(meta.dtype))
 
 

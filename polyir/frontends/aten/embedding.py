@@ -75,7 +75,7 @@ def lower_index(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue,
                 subscripts.append(next(rest))
             else:
                 position = ctx.cast(index.load(broadcast_index(index, b_idx, b_shape)), DType.I64)
-                subscripts.append(wrapped(position, x.shape[d]))
+                subscripts.append(wrapped(position, ctx.size_value(x.shape[d], DType.I64)))
         return Load(x.buffer, tuple(subscripts))
     ctx.map_elements(out, element)
     return out
@@ -90,7 +90,8 @@ def lower_gather(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, dim:
     dim = normalize_dim(dim, x.rank)
 
     def element(idx: list) -> Expr:
-        position = wrapped(ctx.cast(index.load(idx), DType.I64), x.shape[dim])
+        position = wrapped(ctx.cast(index.load(idx), DType.I64),
+                           ctx.size_value(x.shape[dim], DType.I64))
         return Load(x.buffer, tuple(idx[:dim]) + (position,) + tuple(idx[dim + 1:]))
     ctx.map_elements(out, element)
     return out

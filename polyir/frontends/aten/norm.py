@@ -71,12 +71,13 @@ def mean_and_rstd(ctx: LoweringContext, x: TensorValue, dims: Sequence[int], acc
     ``rsqrt(biased variance + eps)``."""
     mean = variance_pieces(ctx, x, dims, acc)
     rstd = ctx.temp(f"{x.buffer}_rstd", mean.shape, acc)
-    count = 1
+    count: Any = 1
     for d in dims:
-        count *= x.shape[d]
+        count = count * x.shape[d]
+    divisor = ctx.size_value(count, acc)
     over_dims(ctx, rstd, x, dims, acc_dtype=acc, init=const(0, acc), combine=add,
               element=lambda v, idx: square(BinOp("-", v, mean.load(kept_index(idx, dims)))),
-              finish=lambda a: Call("rsqrt", (BinOp("+", BinOp("/", a, const(count, acc)),
+              finish=lambda a: Call("rsqrt", (BinOp("+", BinOp("/", a, divisor),
                                                      const(eps, acc)),)))
     return mean, rstd
 
@@ -91,7 +92,8 @@ def _statistics_outputs(ctx: LoweringContext, node: torch.fx.Node,
             target = ctx.result(node, position)
             source = results[position - 1]
             from polyir.frontends.lowering.views import reshape_map
-            ctx.copy(source.view(target.shape, reshape_map(source.shape, target.shape)), target)
+            ctx.copy(source.view(target.shape, reshape_map(source.shape, target.shape, ctx.symbols)),
+                     target)
             results[position - 1] = target
     return results
 
@@ -127,7 +129,7 @@ def lower_group_norm(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue,
     acc = accumulator_dtype(x.dtype)
     per_group = channels // groups
     grouped_shape = (batch, groups, per_group * spatial)
-    grouped = x.view(grouped_shape, reshape_map(x.shape, grouped_shape))
+    grouped = x.view(grouped_shape, reshape_map(x.shape, grouped_shape, ctx.symbols))
     mean, rstd = mean_and_rstd(ctx, grouped, [2], acc, eps)
     out = ctx.result(node, 0)
 

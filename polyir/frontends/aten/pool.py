@@ -21,6 +21,7 @@ from polyir.frontends.aten.norm import used_outputs
 from polyir.frontends.aten.registry import register
 from polyir.frontends.lowering.reduce import accumulate
 from polyir.frontends.lowering.scalar import nan_max
+from polyir.frontends.lowering.sizes import Size
 from polyir.ir.affine import Aff, Constraint
 from polyir.ir.nodes import BinOp, Expr, For, Node
 
@@ -54,8 +55,8 @@ def _positions(o: list[Aff], r: list[Aff], lead: int, stride: list[int], padding
     return [o[lead + d] * stride[d] - padding[d] + r[d] * dilation[d] for d in range(len(stride))]
 
 
-def _bounds(positions: list[Aff], sizes: Sequence[int], low: Sequence[int], high: Sequence[int],
-            reach: Sequence[tuple[int, int]]) -> list[Constraint]:
+def _bounds(ctx: LoweringContext, positions: list[Aff], sizes: Sequence[Size], low: Sequence[int],
+            high: Sequence[int], reach: Sequence[tuple[Size, Size]]) -> list[Constraint]:
     """``low[d] <= position < sizes[d] + high[d]``, only where a window can cross it."""
     conditions = []
     for d, position in enumerate(positions):
@@ -63,12 +64,12 @@ def _bounds(positions: list[Aff], sizes: Sequence[int], low: Sequence[int], high
         if first < low[d]:
             conditions.append(Constraint(position, ">=", Aff.const(low[d])))
         if last >= sizes[d] + high[d]:
-            conditions.append(Constraint(position, "<", Aff.const(sizes[d] + high[d])))
+            conditions.append(Constraint(position, "<", ctx.size_aff(sizes[d] + high[d])))
     return conditions
 
 
-def _reach(out_sizes: Sequence[int], kernel: list[int], stride: list[int], padding: list[int],
-           dilation: list[int]) -> list[tuple[int, int]]:
+def _reach(out_sizes: Sequence[Size], kernel: list[int], stride: list[int], padding: list[int],
+           dilation: list[int]) -> list[tuple[Size, Size]]:
     return [(-padding[d], (out_sizes[d] - 1) * stride[d] - padding[d] + (kernel[d] - 1) * dilation[d])
             for d in range(len(kernel))]
 
@@ -89,7 +90,7 @@ def lower_max_pool(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, ke
 
     def guard(o: list[Aff], r: list[Aff]) -> list[Constraint]:
         positions = _positions(o, r, lead, stride, padding, dilation)
-        return _bounds(positions, sizes, [0] * len(kernel), [0] * len(kernel), reach)
+        return _bounds(ctx, positions, sizes, [0] * len(kernel), [0] * len(kernel), reach)
     accumulate(ctx, out, kernel, acc_dtype=out.dtype, init=lambda o: const(float("-inf"), out.dtype),
                element=element, combine=nan_max, guard=guard)
     return out, out  # the indices output is refused by ``accepts`` when used
@@ -110,9 +111,9 @@ def lower_avg_pool(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, ke
     out_idx, out_loops = ctx.loops(out.shape, hint="i")
     red_idx, red_loops = ctx.loops(kernel, hint="r")
     positions = _positions(out_idx, red_idx, lead, stride, padding, dilation)
-    in_bounds = _bounds(positions, sizes, zeros, zeros, reach)
+    in_bounds = _bounds(ctx, positions, sizes, zeros, zeros, reach)
     counted = in_bounds if not count_include_pad else _bounds(
-        positions, sizes, [-p for p in padding], padding, reach)
+        ctx, positions, sizes, [-p for p in padding], padding, reach)
     total = ctx.temp(f"{node.name}_sum", out.shape, acc)
     body: list[Node] = [ctx.assign(total, out_idx, const(0, acc))]
     update = ctx.assign(total, out_idx, BinOp("+", total.load(out_idx),

@@ -63,7 +63,7 @@ def lower_sum(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, dims: A
         return out
     finish = None
     if kind is aten.mean:
-        total = const(count(x, dims), acc)
+        total = ctx.size_value(count(x, dims), acc)
         finish = lambda a: BinOp("/", a, total)  # noqa: E731
     over_dims(ctx, out, x, dims, acc_dtype=acc, init=const(0, acc), combine=add, finish=finish)
     return out
@@ -108,7 +108,7 @@ def lower_var(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, dims: A
     acc = accumulator_dtype(out.dtype)
     mean = variance_pieces(ctx, x, dims, acc)
     n = count(x, dims)
-    divisor = const(max(n - correction, 0), acc)
+    divisor = ctx.size_value(max(n - correction, 0), acc)
     over_dims(ctx, out, x, dims, acc_dtype=acc, init=const(0, acc), combine=add,
               element=lambda v, idx: square(BinOp("-", v, mean.load(kept_index(idx, dims)))),
               finish=lambda a: BinOp("/", a, divisor))

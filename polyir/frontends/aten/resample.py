@@ -69,7 +69,8 @@ def lower_upsample_bilinear(ctx: LoweringContext, node: torch.fx.Node, x: Tensor
         given = list(scales[0]) if scales[0] is not None else [None, None]
     else:
         given = list(scales) + [None] * (2 - len(scales))
-    sizes_in, sizes_out = x.shape[-2:], out.shape[-2:]
+    # the interpolation weights depend on the sizes: they are pinned (a guard)
+    sizes_in, sizes_out = [int(s) for s in x.shape[-2:]], [int(s) for s in out.shape[-2:]]
     factors = [_scale(sizes_in[d], sizes_out[d], align_corners, given[d]) for d in range(2)]
 
     def element(idx: list) -> Expr:

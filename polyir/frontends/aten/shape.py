@@ -4,6 +4,11 @@ slice, select, split, unbind, flip, repeat, diagonal, alias, as index maps
 
 The views are built by :mod:`polyir.frontends.lowering.views` and the copies
 by :mod:`polyir.frontends.lowering.copies` (shared with the jaxpr table).
+With dynamic shapes the sizes may be ``SymInt`` values: the views take the
+context's symbol table, a reshape merging or splitting symbolic sizes makes
+non-affine subscripts, and one applied to a view whose map computes with its
+indices (a slice, a flip) copies that view first
+(:func:`polyir.frontends.lowering.views.reshape`).
 """
 from __future__ import annotations
 
@@ -20,13 +25,14 @@ from polyir.frontends.aten.context import (
 )
 from polyir.frontends.aten.registry import register
 from polyir.frontends.lowering.copies import concatenate_into, pad_into
+from polyir.frontends.lowering.sizes import Size, index_mod
 from polyir.frontends.lowering.views import (
     broadcast_view,
     flip_view,
     insert_view,
     permute_view,
+    reshape,
     reshape_map,
-    reshape_view,
     split_views,
     strided_view,
 )
@@ -38,13 +44,14 @@ aten = torch.ops.aten
 __all__ = ["reshape_map"]
 
 
-def _meta_shape(node: torch.fx.Node, index: int | None = None) -> tuple[int, ...]:
-    return tuple(int(s) for s in node_meta(node, index).shape)
+def _meta_shape(ctx: LoweringContext, node: torch.fx.Node,
+                index: int | None = None) -> tuple[Size, ...]:
+    return ctx.dims(node_meta(node, index).shape)
 
 
 @register(aten.view, aten._unsafe_view, aten.reshape, aten.view_copy)
 def lower_view(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, *args: Any) -> TensorValue:
-    return reshape_view(x, _meta_shape(node))
+    return reshape(ctx, x, _meta_shape(ctx, node))
 
 
 @register(aten.alias, aten.detach, aten.lift_fresh_copy, aten.contiguous)
@@ -73,7 +80,7 @@ def lower_transpose(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, d
 @register(aten.expand, aten.expand_copy)
 def lower_expand(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, *args: Any,
                  **kwargs: Any) -> TensorValue:
-    new = _meta_shape(node)
+    new = _meta_shape(ctx, node)
     offset = len(new) - x.rank
     return broadcast_view(x, new, [offset + d for d in range(x.rank)])
 
@@ -92,9 +99,10 @@ def lower_slice(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, dim: 
     size = x.shape[dim]
     first = 0 if start is None else (start + size if start < 0 else start)
     first = min(max(first, 0), size)
-    new = _meta_shape(node)
-    starts, steps = [0] * x.rank, [1] * x.rank
-    starts[dim], steps[dim] = first, step
+    new = _meta_shape(ctx, node)
+    starts: list[int | Aff] = [0] * x.rank
+    steps = [1] * x.rank
+    starts[dim], steps[dim] = ctx.size_aff(first), step
     return strided_view(x, new, starts, steps)
 
 
@@ -108,21 +116,21 @@ def lower_narrow(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, dim:
 def lower_select(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, dim: int,
                  index: int) -> TensorValue:
     dim = normalize_dim(dim, x.rank)
-    position = index + x.shape[dim] if index < 0 else index
+    position = ctx.size_aff(index + x.shape[dim] if index < 0 else index)
     return insert_view(x, dim, position)
 
 
 @register(aten.split_with_sizes, aten.split_with_sizes_copy)
 def lower_split_with_sizes(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue,
                            sizes: Sequence[int], dim: int = 0) -> tuple[TensorValue, ...]:
-    return split_views(x, sizes, normalize_dim(dim, x.rank))
+    return split_views(x, ctx.dims(sizes), normalize_dim(dim, x.rank), ctx.symbols)
 
 
 @register(aten.split)
 def lower_split(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, split_size: Any,
                 dim: int = 0) -> tuple[TensorValue, ...]:
-    sizes = [int(m.shape[normalize_dim(dim, x.rank)]) for m in node_meta(node)]
-    return split_views(x, sizes, normalize_dim(dim, x.rank))
+    sizes = ctx.dims([m.shape[normalize_dim(dim, x.rank)] for m in node_meta(node)])
+    return split_views(x, sizes, normalize_dim(dim, x.rank), ctx.symbols)
 
 
 @register(aten.unbind)
@@ -135,7 +143,7 @@ def lower_unbind(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue,
 @register(aten.flip)
 def lower_flip(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue,
                dims: Sequence[int]) -> TensorValue:
-    return flip_view(x, sorted({normalize_dim(d, x.rank) for d in dims}))
+    return flip_view(x, sorted({normalize_dim(d, x.rank) for d in dims}), ctx.symbols)
 
 
 @register(aten.repeat)
@@ -145,15 +153,16 @@ def lower_repeat(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue,
     offset = len(repeats) - x.rank
 
     def index_map(idx: Sequence[Aff]) -> tuple[Index, ...]:
-        result: list[Aff] = []
+        result: list[Index] = []
         for d, size in enumerate(x.shape):
             position = idx[offset + d]
             if size == 1:
                 result.append(Aff.const(0))
             else:
-                result.append(position % size if repeats[offset + d] > 1 else position)
+                result.append(index_mod(position, size, ctx.symbols)
+                              if repeats[offset + d] > 1 else position)
         return tuple(result)
-    return x.view(_meta_shape(node), index_map)
+    return x.view(_meta_shape(ctx, node), index_map)
 
 
 @register(aten.diagonal)
@@ -169,7 +178,7 @@ def lower_diagonal(ctx: LoweringContext, node: torch.fx.Node, x: TensorValue, of
         result[first] = idx[-1] + max(-offset, 0)
         result[second] = idx[-1] + max(offset, 0)
         return tuple(result)
-    return x.view(_meta_shape(node), index_map)
+    return x.view(_meta_shape(ctx, node), index_map)
 
 
 # --------------------------------------------------------------------- copies

@@ -4,8 +4,12 @@ A lowering rule turns one graph operator into loop nests over named buffers. It
 reads its operands as :class:`TensorValue` objects (a buffer seen through an
 index map, so views cost nothing), asks the :class:`LoweringContext` for the
 buffer its result goes to, and emits ``For`` nests whose statements write that
-buffer. Everything here is static: shapes are Python ints taken from the
-example inputs. No framework is imported: the ATen and jaxpr tables share it.
+buffer. Shapes are Python ints taken from the example inputs or, when a
+frontend traces with symbolic sizes (the ATen table with ``dynamic=True``),
+also symbolic sizes that the context's :class:`~polyir.frontends.lowering.sizes.SizeTable`
+turns into symbolic extents where they reach the IR (loop bounds, buffer
+shapes, index maps, counts). No framework is imported: the ATen and jaxpr
+tables share it.
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from typing import Union
 import numpy as np
 
 from polyir.errors import UnsupportedOp
+from polyir.frontends.lowering.sizes import Size, SizeTable, size_aff, static_dims
 from polyir.ir.affine import Aff, Constraint
 from polyir.ir.nodes import (
     CALLS,
@@ -34,7 +39,7 @@ from polyir.ir.nodes import (
 )
 from polyir.ir.types import DType, MemorySpace
 
-Shape = tuple[int, ...]
+Shape = tuple[Size, ...]
 IndexMap = Callable[[Sequence[Aff]], tuple[Index, ...]]
 Scalar = Union[int, float, bool]
 
@@ -101,8 +106,13 @@ class TensorValue:
         """The element at ``idx`` (one affine index per dimension)."""
         return Load(self.buffer, self.subscripts(idx))
 
-    def view(self, shape: Sequence[int], index_map: IndexMap) -> TensorValue:
-        """A view of this value: ``index_map`` maps the view's indices to ours."""
+    def view(self, shape: Sequence[Size], index_map: IndexMap) -> TensorValue:
+        """A view of this value: ``index_map`` maps the view's indices to ours.
+
+        When ``index_map`` makes a non-affine index (a gather, a reshape over
+        symbolic sizes) our own map receives it: maps that only move indices
+        around (permute, expand, select) accept that; one that computes with
+        them raises ``UnsupportedOp`` (see :meth:`composes`)."""
         inner = self.index_map
         if inner is None:
             composed = index_map
@@ -110,16 +120,28 @@ class TensorValue:
             def composed(idx: Sequence[Aff], _outer: IndexMap = index_map,
                          _inner: IndexMap = inner) -> tuple[Index, ...]:
                 mapped = _outer(idx)
-                if not all(isinstance(i, Aff) for i in mapped):
-                    raise UnsupportedOp("view", self.buffer, "a view of a gathered index")
-                return _inner(mapped)  # type: ignore[arg-type]
-        return TensorValue(self.buffer, tuple(int(s) for s in shape), self.dtype, composed)
+                try:
+                    return _inner(mapped)  # type: ignore[arg-type]
+                except (TypeError, AttributeError):  # arithmetic on a non-affine index
+                    raise UnsupportedOp("view", self.buffer, "a view computing with a "
+                                        "non-affine (gathered) index") from None
+        return TensorValue(self.buffer, static_dims(shape), self.dtype, composed)
+
+    def composes(self, shape: Sequence[Size], index_map: IndexMap) -> bool:
+        """Whether :meth:`view` with ``index_map`` can compute subscripts for the
+        view's indices (tried on symbolic indices; size-1 dimensions index 0)."""
+        probe = [Aff.const(0) if size == 1 else Aff.var(f"_probe{d}") for d, size in enumerate(shape)]
+        try:
+            self.view(shape, index_map).subscripts(probe)
+        except UnsupportedOp:
+            return False
+        return True
 
 
 Operand = Union[TensorValue, Scalar]
 
 
-def broadcast_index(value: TensorValue, idx: Sequence[Aff], shape: Sequence[int]) -> list[Aff]:
+def broadcast_index(value: TensorValue, idx: Sequence[Aff], shape: Sequence[Size]) -> list[Aff]:
     """Indices into ``value`` for element ``idx`` of the broadcast ``shape``."""
     offset = len(shape) - value.rank
     if offset < 0:
@@ -147,9 +169,13 @@ class LoweringContext:
     parameter buffer that value is written to; :meth:`result_for` hands that
     parameter to the first rule that produces it, so results land in place
     without a copy.
+
+    ``symbols`` (a frontend's :class:`~polyir.frontends.lowering.sizes.SizeTable`)
+    reads symbolic sizes; without it every size is an ``int``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, symbols: SizeTable | None = None) -> None:
+        self.symbols = symbols
         self.params: list[Buffer] = []
         self.locals: list[Buffer] = []
         self.body: list[Node] = []
@@ -169,18 +195,37 @@ class LoweringContext:
         if base in _RESERVED or base in CALLS or base in _DTYPE_NAMES or keyword.iskeyword(base):
             base += "_v"
         name = base
-        while name in self._names:
+        while name in self._names or (self.symbols is not None and self.symbols.reserved(name)):
             self._counters[base] = self._counters.get(base, 0) + 1
             name = f"{base}_{self._counters[base]}"
         self._names.add(name)
         return name
 
+    # -- sizes -------------------------------------------------------------
+    def dims(self, shape: Sequence[Size]) -> Shape:
+        """A shape as ints, symbolic sizes kept as they are (constant ones as ints)."""
+        if self.symbols is None:
+            return tuple(int(s) for s in shape)
+        symbols = self.symbols
+        return tuple(symbols.dim(s) if symbols.is_symbolic(s) else int(s) for s in shape)
+
+    def size_aff(self, size: Size) -> Aff:
+        """A size as an affine expression (a constant unless it is symbolic)."""
+        return size_aff(size, self.symbols)
+
+    def size_value(self, size: Size, dtype: DType) -> Expr:
+        """A size (an element count, say) as a value of ``dtype``."""
+        if self.symbols is not None and self.symbols.is_symbolic(size):
+            return self.symbols.value(size, dtype)
+        return const(int(size), dtype)
+
     # -- buffers -----------------------------------------------------------
     def add_param(self, hint: str, shape: Shape, dtype: DType) -> TensorValue:
-        buffer = Buffer(self.fresh(hint), dtype, tuple(Aff.const(s) for s in shape))
+        shape = self.dims(shape)
+        buffer = Buffer(self.fresh(hint), dtype, tuple(self.size_aff(s) for s in shape))
         self.params.append(buffer)
         self.buffers[buffer.name] = buffer
-        return TensorValue(buffer.name, tuple(shape), dtype)
+        return TensorValue(buffer.name, shape, dtype)
 
     def add_output(self, key: Hashable, hint: str, shape: Shape, dtype: DType) -> Buffer:
         value = self.add_param(hint, shape, dtype)
@@ -188,15 +233,16 @@ class LoweringContext:
         self.outputs[key] = buffer
         return buffer
 
-    def temp(self, hint: str, shape: Sequence[int], dtype: DType) -> TensorValue:
+    def temp(self, hint: str, shape: Sequence[Size], dtype: DType) -> TensorValue:
         """A new local buffer (space ``global``: heap memory on the CPU)."""
-        buffer = Buffer(self.fresh(hint), dtype, tuple(Aff.const(int(s)) for s in shape),
+        dims = self.dims(shape)
+        buffer = Buffer(self.fresh(hint), dtype, tuple(self.size_aff(s) for s in dims),
                         MemorySpace.GLOBAL)
         self.locals.append(buffer)
         self.buffers[buffer.name] = buffer
-        return TensorValue(buffer.name, tuple(int(s) for s in shape), dtype)
+        return TensorValue(buffer.name, dims, dtype)
 
-    def result_for(self, key: Hashable, hint: str, shape: Sequence[int],
+    def result_for(self, key: Hashable, hint: str, shape: Sequence[Size],
                    dtype: DType) -> TensorValue:
         """The buffer the value ``key`` is written to.
 
@@ -204,7 +250,7 @@ class LoweringContext:
         parameter (once, and only if ``dtype`` matches); anything else a fresh
         local named after ``hint``.
         """
-        shape = tuple(int(s) for s in shape)
+        shape = self.dims(shape)
         buffer = self.outputs.get(key)
         if buffer is not None and buffer.name not in self._claimed and buffer.dtype is dtype:
             self._claimed.add(buffer.name)
@@ -233,7 +279,7 @@ class LoweringContext:
             return Compare("!=", expr, const(0, current))
         return Cast(dtype, expr)
 
-    def operand(self, value: Operand, idx: Sequence[Aff], shape: Sequence[int],
+    def operand(self, value: Operand, idx: Sequence[Aff], shape: Sequence[Size],
                 dtype: DType) -> Expr:
         """Element ``idx`` of ``value`` broadcast to ``shape``, as ``dtype``."""
         if isinstance(value, TensorValue):
@@ -256,26 +302,28 @@ class LoweringContext:
         self._statements += 1
         return Assign(name, target.buffer, tuple(indices), self.cast(value, target.dtype))
 
-    def loops(self, shape: Sequence[int], hint: str = "i") -> tuple[list[Aff], list[tuple[str, int]]]:
+    def loops(self, shape: Sequence[Size], hint: str = "i") -> tuple[list[Aff], list[tuple[str, Aff]]]:
         """Index expressions for iterating over ``shape`` and the loops that bind
-        them; a dimension of extent 1 gets the constant 0 and no loop."""
+        them; a dimension of extent 1 gets the constant 0 and no loop (for a
+        symbolic extent the comparison is a guard of the compiled plan)."""
         idx: list[Aff] = []
-        loops: list[tuple[str, int]] = []
+        loops: list[tuple[str, Aff]] = []
         for extent in shape:
             if extent == 1:
                 idx.append(Aff.const(0))
             else:
                 var = self.fresh(hint)
                 idx.append(Aff.var(var))
-                loops.append((var, int(extent)))
+                loops.append((var, self.size_aff(extent)))
         return idx, loops
 
     @staticmethod
-    def nest(loops: Sequence[tuple[str, int]], body: Sequence[Node]) -> list[Node]:
+    def nest(loops: Sequence[tuple[str, Aff | int]], body: Sequence[Node]) -> list[Node]:
         """``body`` wrapped in ``for var = 0 to extent`` loops, outermost first."""
         nodes = list(body)
         for var, extent in reversed(loops):
-            nodes = [For(var, (Aff.const(0),), (Aff.const(extent),), tuple(nodes))]
+            upper = extent if isinstance(extent, Aff) else Aff.const(int(extent))
+            nodes = [For(var, (Aff.const(0),), (upper,), tuple(nodes))]
         return nodes
 
     @staticmethod

@@ -33,9 +33,9 @@ def convolution_into(ctx: LoweringContext, out: TensorValue, x: TensorValue, w: 
     dilated input reads ``x`` only where it is a multiple of ``d``."""
     spatial = x.rank - 2
     lhs_dilation = list(input_dilation) if input_dilation else [1] * spatial
-    c_out, cig = w.shape[0], w.shape[1]
+    c_out, cig = int(w.shape[0]), int(w.shape[1])  # weights: static (a guard when symbolic)
     cog = c_out // groups
-    kernel = list(w.shape[2:])
+    kernel = [int(k) for k in w.shape[2:]]
     acc = accumulator_dtype(out.dtype)
 
     # out seen as [N, G, Cog, O...]
@@ -72,7 +72,7 @@ def convolution_into(ctx: LoweringContext, out: TensorValue, x: TensorValue, w: 
                 conditions.append(Constraint(position, ">=", Aff.const(0)))
             last = (out.shape[2 + d] - 1) * stride[d] - padding[d] + (kernel[d] - 1) * dilation[d]
             if last >= size:
-                conditions.append(Constraint(position, "<", Aff.const(size)))
+                conditions.append(Constraint(position, "<", ctx.size_aff(size)))
         return conditions
 
     accumulate(ctx, grouped, [cig] + kernel, acc_dtype=acc, init=init, element=element, guard=guard)
@@ -87,8 +87,8 @@ def transposed_convolution_into(ctx: LoweringContext, out: TensorValue, x: Tenso
     ``x[n, g*Cig + ic, i...] * w[g*Cig + ic, oc, k...]`` to
     ``out[n, g*Cog + oc, i*s - p + k*d ...]`` under an affine guard."""
     spatial = x.rank - 2
-    cig, cog = x.shape[1] // groups, w.shape[1]
-    kernel = list(w.shape[2:])
+    cig, cog = int(x.shape[1]) // groups, int(w.shape[1])  # channels: pinned by the weights
+    kernel = [int(k) for k in w.shape[2:]]
     acc_dtype = accumulator_dtype(out.dtype)
     acc = out if acc_dtype is out.dtype else ctx.temp(f"{out.buffer}_acc", out.shape, acc_dtype)
     ctx.map_elements(acc, lambda o: const(0, acc_dtype) if bias is None
@@ -105,7 +105,7 @@ def transposed_convolution_into(ctx: LoweringContext, out: TensorValue, x: Tenso
             conditions.append(Constraint(position, ">=", Aff.const(0)))
         last = (x.shape[2 + d] - 1) * stride[d] - padding[d] + (kernel[d] - 1) * dilation[d]
         if last >= out.shape[2 + d]:
-            conditions.append(Constraint(position, "<", Aff.const(out.shape[2 + d])))
+            conditions.append(Constraint(position, "<", ctx.size_aff(out.shape[2 + d])))
     target = [n, g * cog + oc] + positions
     product = BinOp("*", ctx.cast(x.load([n, g * cig + ic] + inputs), acc_dtype),
                     ctx.cast(w.load([g * cig + ic, oc] + taps), acc_dtype))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from polyir.frontends.lowering.context import LoweringContext, Scalar, TensorValue, const
+from polyir.frontends.lowering.sizes import Size
 from polyir.ir.affine import Aff, Constraint
 from polyir.ir.nodes import BinOp, Compare, Const, Expr, If, Load, Node, Select
 from polyir.ir.types import DType
@@ -18,13 +19,13 @@ from polyir.ir.types import DType
 def concatenate_into(ctx: LoweringContext, out: TensorValue, parts: Sequence[TensorValue],
                      dim: int) -> None:
     """One copy nest per part, each at its offset along ``dim`` of ``out``."""
-    offset = 0
+    offset: Size = 0
     for part in parts:
         idx, loops = ctx.loops(part.shape, hint="i")
         target = list(idx)
-        target[dim] = idx[dim] + offset
+        target[dim] = idx[dim] + ctx.size_aff(offset)
         ctx.emit(ctx.nest(loops, [ctx.assign(out, target, part.load(idx))]))
-        offset += part.shape[dim]
+        offset = offset + part.shape[dim]
 
 
 def pad_into(ctx: LoweringContext, out: TensorValue, x: TensorValue, low: Sequence[int],
@@ -47,7 +48,7 @@ def pad_into(ctx: LoweringContext, out: TensorValue, x: TensorValue, low: Sequen
             conditions.append(Constraint(shifted, ">=", Aff.const(0)))
         last = (x.shape[d] - 1) * gap  # the last source element's offset from ``before``
         if out.shape[d] - 1 - before > last:
-            conditions.append(Constraint(shifted, "<=", Aff.const(last)))
+            conditions.append(Constraint(shifted, "<=", ctx.size_aff(last)))
     fill_value = value.load([]) if isinstance(value, TensorValue) else const(value, out.dtype)
     fill = ctx.assign(out, idx, fill_value)
     copy = ctx.assign(out, idx, x.load(source))
@@ -80,10 +81,12 @@ def gather(ctx: LoweringContext, out: TensorValue, table: TensorValue, dim: int,
     ctx.map_elements(out, element)
 
 
-def wrapped(position: Expr, size: int) -> Expr:
-    """A possibly negative ``i64`` index made non-negative (``i < 0 ? i + size : i``)."""
+def wrapped(position: Expr, size: int | Expr) -> Expr:
+    """A possibly negative ``i64`` index made non-negative (``i < 0 ? i + size : i``);
+    ``size`` is an int or an ``i64`` value (a symbolic size: ``ctx.size_value``)."""
     zero = Const(0, DType.I64)
-    return Select(Compare("<", position, zero), BinOp("+", position, Const(size, DType.I64)), position)
+    extent = Const(size, DType.I64) if isinstance(size, int) else size
+    return Select(Compare("<", position, zero), BinOp("+", position, extent), position)
 
 
 def clamped(position: Expr, low: int, high: int) -> Expr:

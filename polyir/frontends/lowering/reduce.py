@@ -16,7 +16,6 @@ Sums of f16/bf16 values accumulate in an f32 local buffer.
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 
 from polyir.frontends.lowering.context import (
@@ -27,6 +26,7 @@ from polyir.frontends.lowering.context import (
     extreme,
     normalize_dim,
 )
+from polyir.frontends.lowering.sizes import Size, size_product
 from polyir.ir.affine import Aff, Constraint
 from polyir.ir.nodes import BinOp, Compare, Expr, For, Node, Select
 from polyir.ir.types import DType
@@ -38,7 +38,7 @@ def add(acc: Expr, value: Expr) -> Expr:
     return BinOp("+", acc, value)
 
 
-def accumulate(ctx: LoweringContext, out: TensorValue, reduce_shape: Sequence[int], *,
+def accumulate(ctx: LoweringContext, out: TensorValue, reduce_shape: Sequence[Size], *,
                acc_dtype: DType, init: Callable[[list[Aff]], Expr],
                element: Callable[[list[Aff], list[Aff]], Expr], combine: Combine = add,
                finish: Callable[[Expr], Expr] | None = None,
@@ -111,9 +111,10 @@ def over_dims(ctx: LoweringContext, out: TensorValue, x: TensorValue, dims: Sequ
                element=load, combine=combine, finish=finish)
 
 
-def count(x: TensorValue, dims: Sequence[int]) -> int:
-    """The number of elements of ``x`` each reduction over ``dims`` combines."""
-    return math.prod(x.shape[d] for d in dims)
+def count(x: TensorValue, dims: Sequence[int]) -> Size:
+    """The number of elements of ``x`` each reduction over ``dims`` combines
+    (an int, or a symbolic size with dynamic shapes)."""
+    return size_product([x.shape[d] for d in dims])
 
 
 def square(e: Expr) -> Expr:
@@ -130,7 +131,7 @@ def variance_pieces(ctx: LoweringContext, x: TensorValue, dims: Sequence[int],
     """A local holding the mean of ``x`` over ``dims`` (kept dims), in ``acc``."""
     shape = [1 if d in dims else s for d, s in enumerate(x.shape)]
     mean = ctx.temp(f"{x.buffer}_mean", shape, acc)
-    total = const(count(x, dims), acc)
+    total = ctx.size_value(count(x, dims), acc)
     over_dims(ctx, mean, x, dims, acc_dtype=acc, init=const(0, acc), combine=add,
               finish=lambda a: BinOp("/", a, total))
     return mean
@@ -147,8 +148,8 @@ def index_reduction(ctx: LoweringContext, x: TensorValue, dim: int | None, large
     and XLA agree."""
     if dim is None:  # over the flattened tensor
         from polyir.frontends.lowering.views import reshape_map
-        numel = math.prod(x.shape)
-        x = x.view((numel,), reshape_map(x.shape, (numel,)))
+        numel = count(x, range(x.rank))
+        x = x.view((numel,), reshape_map(x.shape, (numel,), ctx.symbols))
         dims = [0]
     else:
         dims = [normalize_dim(dim, x.rank)]
@@ -200,13 +201,14 @@ def scan_into(ctx: LoweringContext, out: TensorValue, x: TensorValue, dim: int, 
         index = list(idx)
         index[dim] = position
         return index
+    size = ctx.size_aff(extent)
     # reverse: j runs 1..extent-1 over position extent-1-j, reading position extent-j.
-    here = at(Aff.const(extent - 1) - Aff.var(var)) if reverse else at(Aff.var(var))
-    before = at(Aff.const(extent) - Aff.var(var)) if reverse else at(Aff.var(var) - 1)
-    first = at(Aff.const(extent - 1 if reverse else 0))
+    here = at(size - 1 - Aff.var(var)) if reverse else at(Aff.var(var))
+    before = at(size - Aff.var(var)) if reverse else at(Aff.var(var) - 1)
+    first = at(size - 1 if reverse else Aff.const(0))
     body: list[Node] = [ctx.assign(acc, first, ctx.cast(x.load(first), acc_dtype))]
     step = ctx.assign(acc, here, combine(acc.load(before), ctx.cast(x.load(here), acc_dtype)))
-    body.append(For(var, (Aff.const(1),), (Aff.const(extent),), (step,)))
+    body.append(For(var, (Aff.const(1),), (size,), (step,)))
     ctx.emit(ctx.nest(loops, body))
     if acc is not out:
         ctx.copy(acc, out)

@@ -45,12 +45,17 @@ def registrar(table: dict[Any, Rule]) -> Register:
 @dataclass
 class LoweredSegment:
     """A lowered segment: the module, the graph values that went in and out of
-    it (the frontend's own node objects), and the operators lowered, counted."""
+    it (the frontend's own node objects), and the operators lowered, counted.
+    Lowered with symbolic sizes, ``symbol_params`` names the size symbols the
+    caller passes after the buffers, and ``symbols`` is the frontend's size
+    table that lowered it (it evaluates them at call time)."""
 
     module: Module
     inputs: list[Any]
     outputs: list[Any]
     ops: dict[str, int] = field(default_factory=dict)
+    symbol_params: list[str] = field(default_factory=list)
+    symbols: Any = None
 
     @property
     def loop_nests(self) -> int:

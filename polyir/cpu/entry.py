@@ -1,0 +1,58 @@
+"""The entry function of a split CPU build: allocate shared locals, call the kernels.
+
+``emit_entry(llvm_module, split, hooks, llvm_name, symbol_of)`` adds
+``llvm_name`` with the original function's signature
+(:func:`polyir.llvm.lower.signature`: buffers as ``noalias`` pointers, the
+``i64`` size symbols, then the hooks' extra parameters). Its body allocates the
+locals that several kernels share (zero-filled, as the lowering does for any
+local: in one heap block, ``FunctionLowerer.allocate_arena``, small ones on the
+stack), then calls each kernel in order with its buffers, its ``i64`` symbols
+and the entry's extra parameters (the parallel dispatcher); a non-zero status
+frees the locals and is returned at once. The kernels themselves are only
+declared here: each lives in its own module (``polyir.cpu.jit``), and the
+loader links them by name.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from llvmlite import ir
+
+from polyir.cpu.split import Kernel, SplitFunction
+from polyir.llvm.hooks import I32, LoweringHooks
+from polyir.llvm.lower import FunctionLowerer, function_type, signature
+
+
+def emit_entry(llvm_module: ir.Module, split: SplitFunction, hooks: LoweringHooks,
+               llvm_name: str, symbol_of: Callable[[Kernel], str]) -> ir.Function:
+    """Add the entry function of ``split`` to ``llvm_module`` (see the module
+    docstring); ``symbol_of(kernel)`` is the LLVM name of a kernel's code."""
+    function = split.function
+    slots = signature(function, hooks)
+    llfunc = ir.Function(llvm_module, function_type(function, hooks), llvm_name)
+    lowerer = FunctionLowerer(llvm_module, function, llfunc, hooks)
+    buffers = function.buffers
+    extras: list[ir.Value] = []
+    for slot, arg in zip(slots, llfunc.args, strict=True):
+        arg.name = slot.name
+        if slot.kind == "buffer":
+            arg.add_attribute("noalias")
+        elif slot.kind == "symbol":
+            lowerer.bind(slot.name, arg)
+        else:
+            extras.append(arg)
+    hooks.prepare_function(lowerer)
+    for slot, arg in zip(slots, llfunc.args, strict=True):
+        if slot.kind == "buffer":
+            lowerer.bind_buffer(buffers[slot.name], arg)
+    lowerer.allocate_arena(split.shared_locals)
+    builder = lowerer.builder
+    for position, kernel in enumerate(split.kernels):
+        callee = lowerer.declare(symbol_of(kernel), I32, function_type(kernel.function, hooks).args)
+        args = [lowerer.buffers[name].pointer for name in kernel.buffers]
+        args += [lowerer.var(name) for name in kernel.symbols]
+        status = builder.call(callee, args + extras)
+        lowerer.fail_if(builder.icmp_signed("!=", status, ir.Constant(I32, 0)), status,
+                        f"kernel{position}.ok")
+    lowerer.finish()
+    return llfunc
