@@ -88,6 +88,7 @@ def read_sources(scop: Scop, buffer: str, time: isl.UnionMap | None = None) -> t
     empty = isl.UnionMap.empty(scop.context.get_space())
     if reads.is_empty() or writes.is_empty():
         return empty, reads.range_map()
+    time = time.intersect_domain(reads.domain().union(writes.domain()))  # only who touches it
     later = _later(time)
     sink_time = reads.domain_map().apply_range(time)
     cand = reads.range_map().apply_range(writes.reverse()).apply_range(time)
@@ -102,6 +103,7 @@ def final_writers(scop: Scop, buffer: str, time: isl.UnionMap | None = None) -> 
     writes = scop.access_map("write", buffer=buffer)
     if writes.is_empty():
         return isl.UnionMap.empty(scop.context.get_space())
+    time = time.intersect_domain(writes.domain())
     written = writes.reverse().apply_range(time)
     last = written.subtract(written.apply_range(_later(time)))
     return last.apply_range(time.reverse()).coalesce()
@@ -133,6 +135,9 @@ def check_equivalent(original: Function | Scop, rewritten: Function, copies: Ite
     checked = set(new.buffers) | set(old.buffers)
     if buffers is not None:
         checked &= set(buffers)
+    # a buffer neither program writes is read with its initial contents by both
+    written = {a.buffer for scop in (old, new) for s in scop.statements.values() for a in s.writes}
+    checked &= written
     for buffer in sorted(checked):
         problem = _reads_agree(old, new, h, buffer, old_time, new_time)
         if problem:

@@ -121,23 +121,71 @@ def compute_slice(scop: Scop, producer: int, consumer: int, depth: int,
                  _recompute(scop, single, producer, len(chain), sizes))
 
 
+def _box(target: isl.Set) -> list[tuple[int, int]] | None:
+    """Constant ``(low, high)`` bounds of every dimension of a parameter-free
+    set (None when some bound is not a single constant)."""
+    bounds = []
+    for k in range(target.dim(isl.dim_type.set)):
+        ends = []
+        for side in (target.dim_min(k), target.dim_max(k)):
+            pieces: list = []
+            side.foreach_piece(lambda _set, aff, found=pieces: found.append(aff))  # type: ignore[misc]
+            if len(pieces) != 1 or not pieces[0].is_cst():
+                return None
+            ends.append(int(pieces[0].get_constant_val().to_python()))
+        bounds.append((ends[0], ends[1]))
+    return bounds
+
+
+def _determined_out(piece: isl.Set) -> isl.Set:
+    """``piece`` without the dimensions that are functions of the others
+    (same number of integer points)."""
+    k = piece.dim(isl.dim_type.set) - 1
+    while k >= 0:
+        as_map = isl.Map.from_domain(piece).move_dims(isl.dim_type.out, 0, isl.dim_type.in_, k, 1)
+        if as_map.is_single_valued():
+            piece = piece.project_out(isl.dim_type.set, k, 1)
+        k -= 1
+    return piece
+
+
 def _count(target: isl.Set, cap: int = 100_000) -> int | None:
-    """The integer points of a parameter-free set (None beyond ``cap``)."""
-    count = 0
-
-    def add(_point: isl.Point) -> None:
-        nonlocal count
-        count += 1
-        if count > cap:
-            raise StopIteration
-
-    try:
-        target.foreach_point(add)
-    except (StopIteration, isl.Error):  # islpy may report the stop as a failed foreach
-        if count > cap:
+    """The integer points of a parameter-free set, or None when there may be
+    more than ``cap`` to enumerate (then nothing is enumerated). The set is
+    split into disjoint pieces; a piece that is a box once the dimensions
+    fixed by the others are dropped is counted by the product of its extents."""
+    flat = target.flatten()
+    if flat.is_empty():
+        return 0
+    pieces: list[isl.BasicSet] = []
+    flat.make_disjoint().foreach_basic_set(pieces.append)
+    total, budget = 0, cap
+    for basic in pieces:
+        piece = _determined_out(isl.Set.from_basic_set(basic))
+        box = _box(piece)
+        if box is None:
             return None
-        raise
-    return count
+        product = 1
+        hull = isl.Set.universe(piece.get_space())
+        for k, (low, high) in enumerate(box):
+            product *= max(0, high - low + 1)
+            hull = hull.lower_bound_val(isl.dim_type.set, k, low).upper_bound_val(
+                isl.dim_type.set, k, high)
+        if hull.is_subset(piece):
+            total += product
+            continue
+        if product > budget:
+            return None
+        count = 0
+
+        def add(_point: isl.Point) -> None:
+            nonlocal count
+            count += 1
+
+        piece.foreach_point(add)
+        total += count
+        budget -= count
+    return total
 
 
 def _recompute(scop: Scop, relation: isl.Map, producer: int, chain_depth: int,
@@ -148,8 +196,8 @@ def _recompute(scop: Scop, relation: isl.Map, producer: int, chain_depth: int,
     (the slice's inverse is single-valued). Otherwise ``pairs / distinct
     producer iterations - 1`` counted with the symbols fixed (at ``sizes``,
     capped at 16, so the count stays small), over the whole slice when it has
-    at most 150 000 pairs, else over three windows of 8 consumer iterations
-    per loop (at the start, the middle and the end of the range): an estimate."""
+    at most 150 000 pairs, else over three windows of 8 (then 2) consumer
+    iterations per loop (at the start, the middle and the end of the range): an estimate."""
     del producer, chain_depth
     if relation.reverse().is_single_valued():
         return 0.0
@@ -157,17 +205,20 @@ def _recompute(scop: Scop, relation: isl.Map, producer: int, chain_depth: int,
     cons = " and ".join(f"{isl_name(p)} = {v}" for p, v in values.items()) or "true"
     fixed = relation.intersect_params(scop.isl_set(f"{scop.param_space} -> {{ : {cons} }}"))
     pairs = _count(_drop_params(fixed.wrap()), 150_000)
-    if pairs is None:
-        fixed = fixed.intersect_domain(_windows(scop, fixed.domain()))
-        pairs = _count(_drop_params(fixed.wrap()))
-    produced = _count(_drop_params(fixed.range()))
+    produced = _count(_drop_params(fixed.range()), 150_000) if pairs is not None else None
+    for width in (8, 2):
+        if pairs is not None and produced is not None:
+            break
+        window = fixed.intersect_domain(_windows(scop, fixed.domain(), width))
+        pairs = _count(_drop_params(window.wrap()), 150_000)
+        produced = _count(_drop_params(window.range()), 150_000) if pairs is not None else None
     if not pairs or not produced:
         return 1.0  # too large to sample: assume heavy recomputation
     return max(0.0, pairs / produced - 1.0)
 
 
-def _windows(scop: Scop, domain: isl.Set) -> isl.Set:
-    """Three boxes of 8 values per dimension of ``domain`` (parameters fixed):
+def _windows(scop: Scop, domain: isl.Set, width: int = 8) -> isl.Set:
+    """Three boxes of ``width`` values per dimension of ``domain`` (parameters fixed):
     at the start, the middle and the end of each dimension's range."""
     n = domain.dim(isl.dim_type.set)
     bounds = []
@@ -186,8 +237,8 @@ def _windows(scop: Scop, domain: isl.Set) -> isl.Set:
         for k, (low, high) in enumerate(bounds):
             if low is None or high is None:
                 continue
-            start = {"start": low, "middle": (low + high) // 2, "end": max(low, high - 7)}[position]
-            cons.append(f"{start} <= x{k} < {start + 8}")
+            start = {"start": low, "middle": (low + high) // 2, "end": max(low, high - width + 1)}[position]
+            cons.append(f"{start} <= x{k} < {start + width}")
         box = isl.Set(f"{scop.param_space} -> {{ _o[{names}] : {' and '.join(cons) or 'true'} }}",
                       context=scop.ctx).intersect_params(domain.params())
         union = box if union is None else union.union(box)

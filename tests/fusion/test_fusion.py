@@ -72,6 +72,25 @@ def test_slices_are_exact_and_say_how_much_they_recompute() -> None:
     assert len(maps) == 2  # two exact pieces, no bounding box
 
 
+def test_point_counts_are_exact_boxes_and_triangles_and_capped() -> None:
+    import islpy as isl
+
+    from polyir.polyhedral.slices import _count
+
+    ctx = isl.Context()
+    box = isl.Set("{ [i, j] : 0 <= i < 1000 and 0 <= j < 3000 }", context=ctx)
+    assert _count(box, 10) == 3_000_000  # a box: counted without enumeration
+    triangle = isl.Set("{ [i, j] : 0 <= j <= i < 100 }", context=ctx)
+    assert _count(triangle) == 5050  # enumerated
+    assert _count(triangle, 1000) is None  # more than the cap: not enumerated
+    assert _count(isl.Set("{ [i] : 0 <= i < 0 }", context=ctx)) == 0
+    # a 2-D stencil over a 1000x1000 domain: sampled by windows, same estimate
+    big = STENCIL.replace("N, M]", "1000, 1000]").replace("to N", "to 1000").replace(
+        "to M", "to 1000").replace("N - 1", "999")
+    sampled = compute_slice(extract(polyir.parse(big).entry), 0, 2, 1)
+    assert 0.4 < sampled.recompute < 1.0
+
+
 def test_fusion_with_recomputation_keeps_the_meaning() -> None:
     module = polyir.parse(STENCIL)
     for consumer, depth in ((1, 1), (1, 2), (2, 1), (2, 2)):
