@@ -12,7 +12,8 @@ The public API is small:
 * ``polyir.draw``                   pictures of domains, dependences, schedules, tiles, fusion
 * ``polyir.verify``                 check IR
 * errors: ``ParseError``, ``VerifyError``, ``UnsupportedSyntax``,
-  ``UnsupportedOp``, ``IllegalTransform``, ``PassError``, ``ArgumentError``
+  ``UnsupportedOp``, ``IllegalTransform``, ``PassError``, ``ArgumentError``,
+  ``MissingDependency`` (an optional package is missing: names the extra)
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from polyir.errors import (
     CompileError,
     DeviceError,
     IllegalTransform,
+    MissingDependency,
     ParseError,
     PassError,
     PolyirError,
@@ -37,6 +39,7 @@ __all__ = [
     "kernel", "compile", "parse", "interpret", "transform", "explain", "verify",
     "PolyirError", "ParseError", "VerifyError", "UnsupportedSyntax", "UnsupportedOp",
     "IllegalTransform", "PassError", "ArgumentError", "CompileError", "DeviceError",
+    "MissingDependency",
 ]
 
 
@@ -80,7 +83,10 @@ def kernel(func: Any = None, **options: Any) -> Any:
 
 def compile(model: Any, example_inputs: Any, **options: Any) -> Any:  # noqa: A001
     """Compile a torch ``nn.Module`` or ``fx.GraphModule``; see ``polyir.frontends.fx``."""
-    from polyir.frontends.fx import compile_model
+    from polyir.extras import requiring
+
+    with requiring("polyir.compile"):
+        from polyir.frontends.fx import compile_model
     return compile_model(model, example_inputs, **options)
 
 
@@ -88,5 +94,8 @@ def __getattr__(name: str) -> Any:
     """``polyir.jax`` (it imports JAX) and ``polyir.draw`` (matplotlib) are imported on first use."""
     if name in ("jax", "draw"):
         import importlib
-        return importlib.import_module(f"polyir.{name}")
+
+        from polyir.extras import requiring
+        with requiring(f"polyir.{name}"):
+            return importlib.import_module(f"polyir.{name}")
     raise AttributeError(f"module 'polyir' has no attribute {name!r}")

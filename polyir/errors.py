@@ -71,6 +71,12 @@ class DeviceError(PolyirError):
     """No GPU, no CuPy, or a CUDA driver failure."""
 
 
+class MissingDependency(PolyirError, ModuleNotFoundError):
+    """An optional dependency is not installed; the message names the feature
+    that needs it and the ``pip install 'polyir[EXTRA]'`` that provides it
+    (``polyir.extras``). ``name`` is the missing module."""
+
+
 class UnsupportedMLIR(UnsupportedOp):
     """An MLIR operation (or type, attribute) outside the subset polyir imports;
     names the operation and its 1-based ``line`` and ``column`` in the text."""

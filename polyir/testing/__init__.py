@@ -10,14 +10,17 @@ See docs/testing.md for a complete example.
 """
 from __future__ import annotations
 
-from polyir.testing.equivalence import (
-    DEFAULT_SIZES,
-    assert_equivalent,
-    assert_preserves_or_refuses,
-    random_arguments,
-    symbol_values,
-)
-from polyir.testing.strategies import programs
+from polyir.extras import requiring
+
+with requiring("polyir.testing"):
+    from polyir.testing.equivalence import (
+        DEFAULT_SIZES,
+        assert_equivalent,
+        assert_preserves_or_refuses,
+        random_arguments,
+        symbol_values,
+    )
+    from polyir.testing.strategies import programs
 
 __all__ = [
     "programs", "symbol_values", "random_arguments", "assert_equivalent",
