@@ -196,9 +196,19 @@ def test_fused_parallel_model_split_into_kernels_matches_eager():
     import torch
     from torch import nn
 
+    class RowsThenColumns(nn.Module):
+        """Per-row work that fuses into one nest, then a mean over the rows."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.rows = nn.Sequential(nn.Linear(16, 32), nn.LayerNorm(32), nn.GELU())
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = self.rows(x)
+            return h - h.mean(0, keepdim=True)
+
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(16, 32), nn.LayerNorm(32), nn.GELU(), nn.Linear(32, 16),
-                          nn.Softmax(dim=-1)).eval()
+    model = RowsThenColumns().eval()
     x = torch.randn(6, 16)
     target = replace(cpu(2), parallel_dispatch_ns=0.0, team_late_ns=2**62)
     compiled = polyir.compile(model, x, target=target,
