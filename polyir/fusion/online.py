@@ -81,7 +81,7 @@ from polyir.ir.nodes import (
 )
 from polyir.ir.walk import buffer_accesses, loads, map_loads, statements, substitute, substitute_expr, walk_expr
 
-DEFAULT_TILE = 64
+DEFAULT_TILE = 256
 NEG_INF = float("-inf")
 
 

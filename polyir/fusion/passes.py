@@ -11,7 +11,7 @@
 * ``shrink-buffers``: every local contracted to its footprint per iteration
   of the innermost loop around its accesses (``polyir.fusion.privatize``),
   then locals nothing reads removed with their writes.
-* ``online-reductions{tile=64}``: reduce-reduce fusion (``polyir.fusion.online``):
+* ``online-reductions{tile=256}``: reduce-reduce fusion (``polyir.fusion.online``):
   online softmax statistics and fused attention over key tiles.
 """
 from __future__ import annotations
