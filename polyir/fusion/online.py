@@ -79,7 +79,15 @@ from polyir.ir.nodes import (
     Select,
     Var,
 )
-from polyir.ir.walk import buffer_accesses, loads, map_loads, statements, substitute, substitute_expr, walk_expr
+from polyir.ir.walk import (
+    buffer_accesses,
+    loads,
+    map_loads,
+    statements,
+    substitute,
+    substitute_expr,
+    walk_expr,
+)
 
 DEFAULT_TILE = 256
 NEG_INF = float("-inf")
@@ -617,10 +625,20 @@ def _emit(block: tuple[Node, ...], region: Region, plan: Plan, function: Functio
             return For(var, red.outer.lower, red.outer.upper,
                        substitute((stmt(red.acc.buffer, red.acc.indices, value(red.acc.load())),),
                                   {d: Aff.var(var)}), step=red.outer.step)
-        body.append(per_d(lambda a: BinOp("*", a, Load(alpha.name, ()))))
-        body.append(tile_loop((per_d(lambda a, core=core: BinOp("+", a, core)),)))
+        alpha_load = Load(alpha.name, ())
+
+        def rescale(a: Expr, alpha_load: Load = alpha_load) -> Expr:
+            return BinOp("*", a, alpha_load)
+
+        def accumulate(a: Expr, core: Expr = core) -> Expr:
+            return BinOp("+", a, core)
+
+        def finish(a: Expr, red: Reduction = red) -> Expr:
+            return _apply_post(red.post, a)
+        body.append(per_d(rescale))
+        body.append(tile_loop((per_d(accumulate),)))
         if red.post:
-            post.append(per_d(lambda a, red=red: _apply_post(red.post, a)))
+            post.append(per_d(finish))
 
     tiles = For(jt, tuple(lower), tuple(upper), tuple(body), step=tile, locals=tuple(locals_))
     inits: list[Node] = [maximum.init]

@@ -61,7 +61,8 @@ def test_softmax_statistics_in_one_traversal() -> None:
     assert isinstance(row, For)
     # init, init, the tile loop, the normalisation: two traversals instead of three
     assert [type(n).__name__ for n in row.body] == ["Assign", "Assign", "For", "For"]
-    assert row.body[2].step == 4
+    tiles = row.body[2]
+    assert isinstance(tiles, For) and tiles.step == 4
     assert_equivalent(module, result, trials=3, rtol=1e-5, atol=1e-6)
     assert_equivalent(module, result, sizes={"N": 3, "M": 1})
 
@@ -140,13 +141,13 @@ def test_random_cascades_preserved_or_left_alone(seed: int) -> None:
 
 
 # ------------------------------------------------------------ torch frontend
-def _compile(fn, *inputs, target: str = "cpu"):  # type: ignore[no-untyped-def]
+def _compile(fn, *inputs, target: str = "cpu"):
     module = fn if isinstance(fn, nn.Module) else Fn(fn)
     compiled = polyir.compile(module, inputs, target=target, fallback=False)
     return module, compiled
 
 
-def _final_locals(compiled) -> list[Buffer]:  # type: ignore[no-untyped-def]
+def _final_locals(compiled) -> list[Buffer]:
     found: list[Buffer] = []
     for segment in compiled.last_plan.segments:
         function = segment.executable.ir.entry
@@ -162,7 +163,7 @@ def _elements(buffer: Buffer) -> int:
     return count
 
 
-def _check(fn, *inputs, target: str = "cpu", rtol: float = 2e-5, atol: float = 2e-5,  # type: ignore[no-untyped-def]
+def _check(fn, *inputs, target: str = "cpu", rtol: float = 2e-5, atol: float = 2e-5,
            max_local: int | None = None, applies: bool = True) -> None:
     module, compiled = _compile(fn, *inputs, target=target)
     got = compiled(*inputs)
