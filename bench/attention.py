@@ -2,7 +2,7 @@
 
 For ``F.scaled_dot_product_attention`` (batch 1, 1 head, causal and not) at
 sequence 512-2048 and head dim 64 and 128 it times, interleaved: polyir with
-the default pipeline (``fuse,shrink-buffers,online-reductions``: one
+the default pipeline (``fuse,online-reductions,shrink-buffers``: one
 traversal over key tiles per query row), polyir without the online rewrite
 (``fuse,shrink-buffers``: a score row per query), torch eager's SDPA (its CPU
 flash-attention kernel) and Inductor; medians and ratios (above 1: polyir is

@@ -28,8 +28,8 @@ from polyir.target import Target, resolve
 LOGGER = logging.getLogger("polyir.driver")
 
 _PIPELINES = {
-    "cpu": "fuse,shrink-buffers,online-reductions",
-    "interpret": "fuse,shrink-buffers,online-reductions",
+    "cpu": "fuse,online-reductions,shrink-buffers",
+    "interpret": "fuse,online-reductions,shrink-buffers",
     "cuda": "fuse,shrink-buffers,mark-parallel,gpu-map",
 }
 
@@ -39,8 +39,8 @@ def default_pipeline(target: Target | str | None = None) -> str:
 
     Every target: ``fuse,shrink-buffers`` (slicing fusion by the cost model,
     intermediates contracted to loop-scoped locals); the CPU and the
-    interpreter then run ``online-reductions`` (softmax statistics and
-    attention in one traversal over key tiles); CUDA adds
+    interpreter run ``online-reductions`` between them (softmax statistics
+    and attention in one traversal over key tiles); CUDA adds
     ``mark-parallel,gpu-map`` (parallel loops become grids and blocks).
     """
     return _PIPELINES[resolve(target).kind]

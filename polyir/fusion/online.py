@@ -60,6 +60,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from polyir.ir.affine import Aff
 from polyir.ir.names import claim_name, names_in
@@ -651,6 +652,57 @@ def _emit(block: tuple[Node, ...], region: Region, plan: Plan, function: Functio
     return tuple(before) + tuple(inits) + (tiles,) + tuple(post) + tuple(plan.kept) + block[region.stop:]
 
 
+# ------------------------------------------- consumers into the cascade's rows
+def cascade_depth(nest: Node) -> int | None:
+    """The number of perfectly nested outer loops of ``nest`` around a block that
+    starts a max reduction (the row loops of a softmax), or ``None``."""
+    if not isinstance(nest, For):
+        return None
+    from polyir.polyhedral.slices import loop_chain
+    for depth, loop in enumerate(loop_chain(nest), start=1):
+        if any(_match_region(loop.body, k) is not None for k in range(len(loop.body))):
+            return depth
+    return None
+
+
+def pull_consumers(function: Function, ctx: Any) -> tuple[Function, list[tuple[str, str, str]]]:
+    """Fuse into a nest holding a max cascade, at its row depth, each later nest
+    that reads what it writes (``polyir.fusion.producer_consumer.fuse_into``,
+    proved by its equivalence check). The cost model may have kept them apart
+    (an intermediate row per query); after the online rewrite that row is gone,
+    so the fusion pays here. Returns the function and the notes."""
+    from polyir.errors import PolyirError
+    from polyir.fusion.graph import NestGraph
+    from polyir.fusion.producer_consumer import fuse_into
+    notes: list[tuple[str, str, str]] = []
+    tried: set[tuple[int, int]] = set()
+    changed = True
+    while changed:
+        changed = False
+        graph = NestGraph(function)
+        for consumer in range(len(graph.nests)):
+            for producer, flows in graph.producers(consumer):
+                depth = cascade_depth(function.body[producer])
+                key = (id(function.body[producer]), id(function.body[consumer]))
+                if depth is None or key in tried:
+                    continue
+                tried.add(key)
+                names = f"nests {graph.nests[producer].name} -> {graph.nests[consumer].name}"
+                try:
+                    function = fuse_into(function, producer, consumer, depth, ctx, check=True).function
+                except PolyirError as error:
+                    notes.append((f"function '{function.name}', {names}",
+                                  f"not pulled into the rows of the cascade: {error}", "missed"))
+                    continue
+                notes.append((f"function '{function.name}'", f"{names} ({', '.join(sorted(flows))}) "
+                              f"fused at depth {depth} for the online rewrite", "applied"))
+                changed = True
+                break
+            if changed:
+                break
+    return function, notes
+
+
 # --------------------------------------------------------------- the pass
 def _describe(region: Region, plan: Plan, tile: int) -> str:
     names = ", ".join(f"'{r.acc.buffer}'" for r in plan.fused)
@@ -721,4 +773,4 @@ def online_reductions(function: Function, tile: int = DEFAULT_TILE) -> OnlineRes
     return OnlineResult(replace(function, body=body, locals=_drop_unused(function.locals, body)), notes)
 
 
-__all__ = ["DEFAULT_TILE", "OnlineResult", "online_reductions"]
+__all__ = ["DEFAULT_TILE", "OnlineResult", "cascade_depth", "online_reductions", "pull_consumers"]

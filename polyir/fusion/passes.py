@@ -17,11 +17,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from polyir.context import PassContext
 from polyir.fusion.graph import NestGraph
-from polyir.fusion.online import DEFAULT_TILE, online_reductions
+from polyir.fusion.online import DEFAULT_TILE, online_reductions, pull_consumers
 from polyir.fusion.policy import FusionOptions, plan_and_fuse
 from polyir.fusion.privatize import shrink_buffers
 from polyir.fusion.producer_consumer import FusionRefused, fuse_into
@@ -161,7 +161,9 @@ class OnlineReductions:
     sums that use it through ``exp(x - max)`` (softmax statistics, attention's
     ``P.V``) become one traversal over tiles of ``tile`` values with running
     values and the correction ``exp(m_prev - m)``; the producer of ``x`` moves
-    into the tile. Every rewrite and every cascade left alone is a remark."""
+    into the tile. Nests that read a cascade's results are first fused into
+    its row loops (proved by the equivalence check). Runs before
+    ``shrink-buffers``. Every rewrite and every cascade left alone is a remark."""
 
     tile: int = DEFAULT_TILE
 
@@ -171,8 +173,13 @@ class OnlineReductions:
 
     def run(self, module: Module, ctx: PassContext) -> Module:
         def change(function: Function) -> Function:
+            original = function
+            function, notes = pull_consumers(function, ctx.analyses.isl)
             result = online_reductions(function, self.tile)
-            for where, why, kind in result.notes:
+            if result.function is function:
+                result = replace(result, function=original)   # pulling alone is no gain
+                notes = [n for n in notes if n[2] != "applied"]
+            for where, why, kind in notes + result.notes:
                 ctx.remark("online-reductions", where, why, kind=kind)
             return result.function
 
