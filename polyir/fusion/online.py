@@ -689,11 +689,17 @@ def pull_consumers(function: Function, ctx: Any) -> tuple[Function, list[tuple[s
                 tried.add(key)
                 names = f"nests {graph.nests[producer].name} -> {graph.nests[consumer].name}"
                 try:
-                    function = fuse_into(function, producer, consumer, depth, ctx, check=True).function
+                    pulled = fuse_into(function, producer, consumer, depth, ctx, check=True).function
                 except PolyirError as error:
                     notes.append((f"function '{function.name}', {names}",
                                   f"not pulled into the rows of the cascade: {error}", "missed"))
                     continue
+                # Kept only when the online rewrite then removes the intermediate.
+                rewritten = online_reductions(pulled).function
+                reads, writes = buffer_accesses(rewritten.body)
+                if flows & (reads | writes):
+                    continue
+                function = pulled
                 notes.append((f"function '{function.name}'", f"{names} ({', '.join(sorted(flows))}) "
                               f"fused at depth {depth} for the online rewrite", "applied"))
                 changed = True
