@@ -240,3 +240,12 @@ def test_interpreter_matches_the_unrewritten_program() -> None:
     polyir.interpret(before, *arrays, outs[0])
     polyir.interpret(after, *arrays, outs[1])
     np.testing.assert_allclose(outs[1], outs[0], rtol=1e-5, atol=1e-6)
+
+
+def test_random_cascades_cover_both_outcomes() -> None:
+    applied = 0
+    for seed in range(24):
+        ctx = PassContext()
+        transform(polyir.parse(_random_program(random.Random(seed))), ONLINE, ctx=ctx)
+        applied += bool(ctx.remarks_of("online-reductions", "applied"))
+    assert 6 <= applied <= 18, applied   # both rewrites and refusals are exercised
