@@ -29,8 +29,8 @@ def _threads_label() -> str:
     from bench import config
     return "all cores" if config.THREADS is None else str(config.THREADS)
 
-SECTIONS = ("kernels", "models", "fusion", "compile", "scaling", "dynamic", "native", "gpu",
-            "jax_models")
+SECTIONS = ("kernels", "models", "fusion", "attention", "compile", "scaling", "dynamic", "native",
+            "gpu", "jax_models")
 FORMAT = 1
 """Version of the layout of results.json (bump when fields change meaning)."""
 

@@ -28,8 +28,8 @@ from polyir.target import Target, resolve
 LOGGER = logging.getLogger("polyir.driver")
 
 _PIPELINES = {
-    "cpu": "fuse,shrink-buffers",
-    "interpret": "fuse,shrink-buffers",
+    "cpu": "fuse,online-reductions,shrink-buffers",
+    "interpret": "fuse,online-reductions,shrink-buffers",
     "cuda": "fuse,shrink-buffers,mark-parallel,gpu-map",
 }
 
@@ -38,7 +38,9 @@ def default_pipeline(target: Target | str | None = None) -> str:
     """The pass pipeline compiled code gets for ``target`` unless a pipeline is given.
 
     Every target: ``fuse,shrink-buffers`` (slicing fusion by the cost model,
-    intermediates contracted to loop-scoped locals); CUDA adds
+    intermediates contracted to loop-scoped locals); the CPU and the
+    interpreter run ``online-reductions`` between them (softmax statistics
+    and attention in one traversal over key tiles); CUDA adds
     ``mark-parallel,gpu-map`` (parallel loops become grids and blocks).
     """
     return _PIPELINES[resolve(target).kind]

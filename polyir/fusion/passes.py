@@ -11,14 +11,17 @@
 * ``shrink-buffers``: every local contracted to its footprint per iteration
   of the innermost loop around its accesses (``polyir.fusion.privatize``),
   then locals nothing reads removed with their writes.
+* ``online-reductions{tile=256}``: reduce-reduce fusion (``polyir.fusion.online``):
+  online softmax statistics and fused attention over key tiles.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from polyir.context import PassContext
 from polyir.fusion.graph import NestGraph
+from polyir.fusion.online import DEFAULT_TILE, online_reductions, pull_consumers
 from polyir.fusion.policy import FusionOptions, plan_and_fuse
 from polyir.fusion.privatize import shrink_buffers
 from polyir.fusion.producer_consumer import FusionRefused, fuse_into
@@ -147,5 +150,37 @@ class ShrinkBuffers:
                 ctx.remark("shrink-buffers", f"function '{function.name}', local '{name}'",
                            f"kept at full size: {why}")
             return result
+
+        return _each_host(module, change)
+
+
+@register_pass("online-reductions")
+@dataclass(frozen=True)
+class OnlineReductions:
+    """Reduce-reduce fusion (``polyir.fusion.online``): a max over an axis and the
+    sums that use it through ``exp(x - max)`` (softmax statistics, attention's
+    ``P.V``) become one traversal over tiles of ``tile`` values with running
+    values and the correction ``exp(m_prev - m)``; the producer of ``x`` moves
+    into the tile. Nests that read a cascade's results are first fused into
+    its row loops (proved by the equivalence check). Runs before
+    ``shrink-buffers``. Every rewrite and every cascade left alone is a remark."""
+
+    tile: int = DEFAULT_TILE
+
+    def __post_init__(self) -> None:
+        if self.tile < 1:
+            raise ValueError(f"tile must be >= 1, not {self.tile}")
+
+    def run(self, module: Module, ctx: PassContext) -> Module:
+        def change(function: Function) -> Function:
+            original = function
+            function, notes = pull_consumers(function, ctx.analyses.isl)
+            result = online_reductions(function, self.tile)
+            if result.function is function:
+                result = replace(result, function=original)   # pulling alone is no gain
+                notes = [n for n in notes if n[2] != "applied"]
+            for where, why, kind in notes + result.notes:
+                ctx.remark("online-reductions", where, why, kind=kind)
+            return result.function
 
         return _each_host(module, change)

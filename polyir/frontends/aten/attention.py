@@ -2,7 +2,8 @@
 
     scores[b, h, i, j] = scale * sum_e q[b, h, i, e] * k[b, h, j, e] (+ mask)
                          (causal: only where j <= i, else -inf; an affine if)
-    probs = softmax over j (row max, row sum of exp, normalise)
+    probs = softmax over j (row max, row sum of exp, normalise; 0 on a row the
+            mask empties, as eager)
     out[b, h, i, d] = sum_j probs[b, h, i, j] * v[b, h, j, d]
 
 The CPU flash-attention operator that torch picks for
@@ -22,7 +23,7 @@ from polyir.frontends.aten.norm import row_max_and_sum, used_outputs
 from polyir.frontends.aten.registry import register
 from polyir.frontends.lowering.contract import matmul_into
 from polyir.ir.affine import Aff, Constraint
-from polyir.ir.nodes import BinOp, Call, Expr, If, Node, Select
+from polyir.ir.nodes import BinOp, Call, Compare, Expr, If, Node, Select
 from polyir.ir.types import DType
 
 aten = torch.ops.aten
@@ -62,9 +63,12 @@ def attention(ctx: LoweringContext, out: TensorValue, q: TensorValue, k: TensorV
     probs = ctx.temp("probs", scores.shape, acc)
 
     def normalised(idx: list) -> Expr:
+        # A row that the mask empties (max -inf) gets probabilities 0, as eager's
+        # kernels give (not the NaN of softmax over -inf).
         row = idx[:-1] + [Aff.const(0)]
-        return BinOp("/", Call("exp", (BinOp("-", scores.load(idx), row_max.load(row)),)),
-                     row_sum.load(row))
+        return Select(Compare("==", row_max.load(row), const(float("-inf"), acc)), const(0, acc),
+                      BinOp("/", Call("exp", (BinOp("-", scores.load(idx), row_max.load(row)),)),
+                            row_sum.load(row)))
     ctx.map_elements(probs, normalised)
     matmul_into(ctx, out, probs, v)
     return probs, row_max, row_sum

@@ -1,0 +1,782 @@
+"""Reduce-reduce fusion: cascaded reductions over one axis in one traversal.
+
+A row of softmax or attention, after producer-consumer fusion, is a block of
+sibling loops over the same axis ``j``::
+
+    m = -inf;  for j: m = max(m, x[j])                      (R1, the max)
+    l = 0;     for j: l = l + exp(x[j] - m)                 (R2)
+    for j: p[j] = exp(x[j] - m) / l                         (a map)
+    for d: { o[d] = 0;  for j: o[d] = o[d] + p[j] * v[j, d] }   (R3)
+
+R2 and R3 need R1's *final* value, so slicing fusion cannot merge them along
+``j``. The rewrite (Milakov & Gimelshein's online softmax; Neptune's "repair
+term", RedFuser's "cascaded reductions") runs them in one traversal over
+tiles of ``T`` values of ``j`` with running values and a correction::
+
+    m_prev = m;  m = max(m, max over the tile of x)
+    alpha = (m == m_prev) ? 1 : exp(m_prev - m)
+    e[j] = (m == -inf) ? 0 : exp(x[j] - m)          (once per tile element)
+    l = l * alpha + sum e;   o[d] = o[d] * alpha + sum e[j] * v[j, d]
+
+and after the loop the factors that do not depend on ``j`` are applied once
+(``o[d] = o[d] / l``). The producer of ``x`` (the scores ``q . k``) moves
+into the tile loop when nothing else reads ``x``, so no more than one tile of
+it exists; where it sets ``x[j] = -inf`` under an affine guard (a causal
+mask), the guard becomes the tile loop's bounds.
+
+**The rule and when it applies** (checked; otherwise a remark says which
+condition failed and the reductions stay as they are):
+
+* R1 is ``m = max(m, X)`` over ``j`` with ``m`` not indexed by ``j``;
+* a dependent reduction is ``r = 0; r = r + F`` over the same ``j`` range,
+  where ``F`` (after inlining maps whose only readers are such reductions)
+  is ``G * c`` for a ``j``-invariant part ``c`` (factors ``* c``, ``/ c`` and
+  guards ``cond ? 0 : _`` that read the final ``m``, the final results of
+  the other reductions or outer values; these are applied after the loop,
+  which needs the initial value 0) and a core ``G`` that is *linear* in the
+  terms ``exp(X - m)`` (sums, differences, negation and products/quotients by
+  ``m``-free factors), with each exponent's argument the value ``X`` whose
+  max is taken. Then ``G(m') = exp(m - m') * G(m)`` (``exp`` turns shifts into
+  scales, and ``+`` distributes over the scale), which is the correction.
+  That ``X`` is the max's operand keeps every exponent ``<= 0`` (no overflow)
+  and makes the ``-inf`` guard exact: a row that is ``-inf`` everywhere gives
+  ``l = 0`` and ``o = 0``, hence the same ``NaN`` (or guarded 0) after the loop.
+* the tile loop reads nothing the region writes except the tiles and ``m``;
+* bounds from a guard are used only when the skipped elements are the
+  constant ``-inf`` (the identity of ``max``; ``exp(-inf - m) = 0``). This
+  is exact unless a skipped ``v[j, d]`` is ``inf`` or ``NaN`` (where the
+  original computes ``0 * inf = NaN``).
+
+**Rounding.** Exact in real arithmetic. In floating point each value
+``exp(x - m)`` is computed against the running max and then rescaled by the
+product of the corrections applied after its tile: each correction adds at
+most a few ulp of relative error (one ``exp`` and one multiply), so the
+results differ from the original by a relative ``O(k * eps)``, ``k`` the
+number of tiles whose maximum rose (``k <= ceil(N / T)``); the hoisted
+division adds one rounding. A ``NaN`` in ``X`` is propagated as ``max``
+propagates it in both programs. Tests compare within tolerance.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from polyir.ir.affine import Aff
+from polyir.ir.names import claim_name, names_in
+from polyir.ir.nodes import (
+    Assign,
+    BinOp,
+    Buffer,
+    Call,
+    Compare,
+    Const,
+    Expr,
+    For,
+    Function,
+    If,
+    Load,
+    Node,
+    Select,
+    Var,
+)
+from polyir.ir.walk import (
+    buffer_accesses,
+    loads,
+    map_loads,
+    statements,
+    substitute,
+    substitute_expr,
+    walk_expr,
+)
+
+DEFAULT_TILE = 256
+NEG_INF = float("-inf")
+
+
+@dataclass(frozen=True)
+class Accumulator:
+    """``buffer[indices]``, the element a reduction accumulates into."""
+
+    buffer: str
+    indices: tuple
+
+    def load(self) -> Load:
+        return Load(self.buffer, self.indices)
+
+
+@dataclass
+class Reduction:
+    """A reduction ``acc = acc op operand`` over a ``j`` loop, with its init
+    nodes; ``outer`` is the loop around it for a reduction per ``d``."""
+
+    acc: Accumulator
+    op: str
+    init: Node
+    init_value: Expr
+    loop: For
+    operand: Expr          # with the loop variable renamed to the canonical one
+    outer: For | None = None
+    core: Expr | None = None
+    post: list[Callable[[Expr], Expr]] = field(default_factory=list)
+    dependent: bool = False
+
+    @property
+    def statement(self) -> Assign:
+        body = self.loop.body[0]
+        assert isinstance(body, Assign)
+        return body
+
+    def nodes(self) -> tuple[Node, ...]:
+        return (self.outer,) if self.outer is not None else (self.init, self.loop)
+
+
+@dataclass
+class Region:
+    """A matched cascade in one block: the max, the items after it (reductions
+    and maps, in order) and the index range of the block they occupy."""
+
+    start: int
+    stop: int
+    maximum: Reduction
+    items: list[Reduction | For]
+    canonical: str
+
+
+@dataclass(frozen=True)
+class OnlineResult:
+    """What :func:`online_reductions` did: the new function and notes
+    ``(where, why, kind)`` for the remarks (``applied`` or ``missed``)."""
+
+    function: Function
+    notes: list[tuple[str, str, str]]
+
+
+# ---------------------------------------------------------------- matching
+def _mentions(expr: Expr, var: str) -> bool:
+    """Whether ``expr`` uses the variable ``var`` (as a value or in a subscript)."""
+    for sub in walk_expr(expr):
+        if isinstance(sub, Aff) and var in sub.variables():
+            return True
+        if isinstance(sub, Var) and sub.name == var:
+            return True
+        if isinstance(sub, Load) and _index_mentions(sub.indices, var):
+            return True
+    return False
+
+
+def _reads(expr: Expr, buffer: str) -> bool:
+    return any(load.buffer == buffer for load in loads(expr))
+
+
+def _index_mentions(indices: tuple, var: str) -> bool:
+    return any((isinstance(i, Aff) and var in i.variables()) or (not isinstance(i, Aff) and _mentions(i, var))
+               for i in indices)
+
+
+def _plain_loop(node: Node) -> bool:
+    return isinstance(node, For) and node.step == 1 and node.mapping is None and not node.locals
+
+
+def _reduction(init: Node, loop: Node, op: str) -> Reduction | None:
+    """``init; loop`` as a reduction with combiner ``op`` (``"max"`` or ``"+"``)."""
+    if not (isinstance(init, Assign) and _plain_loop(loop)):
+        return None
+    assert isinstance(loop, For)
+    if len(loop.body) != 1 or not isinstance(loop.body[0], Assign):
+        return None
+    step = loop.body[0]
+    if step.buffer != init.buffer or step.indices != init.indices or _index_mentions(step.indices, loop.var):
+        return None
+    acc = Accumulator(step.buffer, step.indices)
+    value = step.value
+    operand: Expr | None = None
+    if op == "max" and isinstance(value, Call) and value.fn == "max":
+        a, b = value.args
+        operand = b if a == acc.load() else a if b == acc.load() else None
+    elif op == "+" and isinstance(value, BinOp) and value.op == "+":
+        operand = value.rhs if value.lhs == acc.load() else value.lhs if value.rhs == acc.load() else None
+    if operand is None or _reads(operand, acc.buffer) or _reads(init.value, acc.buffer):
+        return None
+    return Reduction(acc, op, init, init.value, loop, operand)
+
+
+def _nested_reduction(node: Node) -> Reduction | None:
+    """``for d { r[..d..] = c; for j { r[..d..] = r[..d..] + F } }``."""
+    if not (_plain_loop(node) and len(node.body) == 2):  # type: ignore[union-attr]
+        return None
+    assert isinstance(node, For)
+    found = _reduction(node.body[0], node.body[1], "+")
+    if found is not None:
+        found.outer = node
+    return found
+
+
+def _same_range(a: For, b: For) -> bool:
+    return a.lower == b.lower and a.upper == b.upper and a.step == b.step
+
+
+def _rename(expr: Expr, old: str, new: str) -> Expr:
+    return expr if old == new else substitute_expr(expr, {old: Aff.var(new)})
+
+
+def _map(node: Node, like: For) -> For | None:
+    """A loop ``for j { p[.., j] = E }`` over ``like``'s range."""
+    if not (_plain_loop(node) and _same_range(node, like)):  # type: ignore[arg-type]
+        return None
+    assert isinstance(node, For)
+    if len(node.body) != 1 or not isinstance(node.body[0], Assign):
+        return None
+    store = node.body[0]
+    if not store.indices or store.indices[-1] != Aff.var(node.var) \
+            or _index_mentions(store.indices[:-1], node.var) or _reads(store.value, store.buffer):
+        return None
+    return node
+
+
+def _match_region(block: tuple[Node, ...], start: int) -> Region | None:
+    maximum = _reduction(block[start], block[start + 1], "max") if start + 1 < len(block) else None
+    if maximum is None:
+        return None
+    canonical = maximum.loop.var
+    items: list[Reduction | For] = []
+    k = start + 2
+    while k < len(block):
+        found = _reduction(block[k], block[k + 1], "+") if k + 1 < len(block) else None
+        if found is not None and _same_range(found.loop, maximum.loop):
+            found.operand = _rename(found.operand, found.loop.var, canonical)
+            items.append(found)
+            k += 2
+            continue
+        found = _nested_reduction(block[k])
+        if found is not None and _same_range(found.loop, maximum.loop):
+            found.operand = _rename(found.operand, found.loop.var, canonical)
+            items.append(found)
+            k += 1
+            continue
+        mapped = _map(block[k], maximum.loop)
+        if mapped is not None:
+            items.append(mapped)
+            k += 1
+            continue
+        break
+    return Region(start, k, maximum, items, canonical)
+
+
+# ------------------------------------------------------------ the algebra
+def _is_shift_exp(expr: Expr, operand: Expr, m: Load) -> bool | None:
+    """``True`` for ``exp(operand - m)``; ``None`` for ``exp(A - m)`` with another ``A``."""
+    if isinstance(expr, Call) and expr.fn == "exp":
+        arg = expr.args[0]
+        if isinstance(arg, BinOp) and arg.op == "-" and arg.rhs == m and not _reads(arg.lhs, m.buffer):
+            return True if arg.lhs == operand else None
+    return False
+
+
+def _linear(expr: Expr, operand: Expr, m: Load) -> str | None:
+    """``None`` when ``expr`` is linear in the terms ``exp(operand - m)``, else why not."""
+    shift = _is_shift_exp(expr, operand, m)
+    if shift:
+        return None
+    if shift is None:
+        return "an exponent's argument is not the value whose max is taken"
+    if isinstance(expr, BinOp):
+        left, right = _reads(expr.lhs, m.buffer), _reads(expr.rhs, m.buffer)
+        if expr.op in ("+", "-"):
+            for side, uses in ((expr.lhs, left), (expr.rhs, right)):
+                if not uses:
+                    return f"{expr.op} of a term without the max"
+                why = _linear(side, operand, m)
+                if why:
+                    return why
+            return None
+        if expr.op == "*" and left != right:
+            return _linear(expr.lhs if left else expr.rhs, operand, m)
+        if expr.op == "/" and left and not right:
+            return _linear(expr.lhs, operand, m)
+        return f"the max enters a '{expr.op}' on both sides or in a divisor"
+    if isinstance(expr, Call) and expr.fn == "neg":
+        return _linear(expr.args[0], operand, m)
+    name = type(expr).__name__ if not isinstance(expr, Call) else f"'{expr.fn}'"
+    return f"the max is used through {name}, which has no repair term"
+
+
+def _factor(expr: Expr, variant: Callable[[Expr], bool]) -> tuple[Expr, list[Callable[[Expr], Expr]]]:
+    """``expr`` as ``post(core)``: j-invariant factors and zero guards pulled out
+    (innermost wrapper last in the list). Pulling a factor out of a product
+    reassociates it (one rounding); pulling a guard ``c ? 0 : a`` out of
+    ``a * b`` differs only where ``b`` is ``inf`` or ``NaN``."""
+    if isinstance(expr, Select) and not variant(expr.cond):
+        if isinstance(expr.if_true, Const) and expr.if_true.value == 0 and variant(expr.if_false):
+            core, post = _factor(expr.if_false, variant)
+            return core, [lambda r, c=expr.cond, z=expr.if_true: Select(c, z, r)] + post
+        if isinstance(expr.if_false, Const) and expr.if_false.value == 0 and variant(expr.if_true):
+            core, post = _factor(expr.if_true, variant)
+            return core, [lambda r, c=expr.cond, z=expr.if_false: Select(c, r, z)] + post
+    if isinstance(expr, BinOp) and expr.op == "*":
+        if not variant(expr.lhs) and variant(expr.rhs):
+            core, post = _factor(expr.rhs, variant)
+            return core, [lambda r, c=expr.lhs: BinOp("*", c, r)] + post
+        if not variant(expr.rhs) and variant(expr.lhs):
+            core, post = _factor(expr.lhs, variant)
+            return core, [lambda r, c=expr.rhs: BinOp("*", r, c)] + post
+        left, left_post = _factor(expr.lhs, variant)
+        right, right_post = _factor(expr.rhs, variant)
+        return BinOp("*", left, right), left_post + right_post
+    if isinstance(expr, BinOp) and expr.op == "/":
+        if not variant(expr.rhs) and variant(expr.lhs):
+            core, post = _factor(expr.lhs, variant)
+            return core, [lambda r, c=expr.rhs: BinOp("/", r, c)] + post
+        core, post = _factor(expr.lhs, variant)
+        return BinOp("/", core, expr.rhs), post
+    return expr, []
+
+
+def _apply_post(post: list[Callable[[Expr], Expr]], value: Expr) -> Expr:
+    for wrap in reversed(post):
+        value = wrap(value)
+    return value
+
+
+# ---------------------------------------------------------------- planning
+@dataclass
+class Plan:
+    fused: list[Reduction]
+    kept: list[Node]
+    producer: For | None
+    scores: tuple[str, tuple] | None     # the producer's buffer and subscript prefix
+    bounds: tuple[tuple[Aff, ...], tuple[Aff, ...]]
+    guard_bounds: bool
+    reasons: list[str]
+
+
+def _readers(function: Function, buffer: str) -> set[str]:
+    return {s.name for s in statements(function.body) if buffer in buffer_accesses((s,))[0]}
+
+
+def _producer(block: tuple[Node, ...], region: Region, function: Function) -> For | None:
+    """The loop right before the max that writes the max's operand row, when
+    every write in it is ``s[prefix.., j]`` of one local ``s``."""
+    if region.start == 0:
+        return None
+    node = block[region.start - 1]
+    if not (_plain_loop(node) and _same_range(node, region.maximum.loop)):  # type: ignore[arg-type]
+        return None
+    assert isinstance(node, For)
+    written = {s.buffer for s in statements(node.body) if isinstance(s, Assign)}
+    if len(written) != 1 or any(not isinstance(s, Assign) for s in statements(node.body)):
+        return None
+    buffer = written.pop()
+    params = {p.name for p in function.params}
+    if buffer in params:
+        return None
+    for s in statements(node.body):
+        assert isinstance(s, Assign)
+        if s.indices[-1:] != (Aff.var(node.var),) or _index_mentions(s.indices[:-1], node.var):
+            return None
+    return node
+
+
+def _guard_bounds(producer: For, buffer: str) -> tuple[list[Aff], list[Aff]] | None:
+    """Bounds on ``j`` from a guard whose else branch stores ``-inf``."""
+    if len(producer.body) != 1 or not isinstance(producer.body[0], If):
+        return None
+    guard = producer.body[0]
+    if not guard.else_body or not all(
+            isinstance(s, Assign) and s.buffer == buffer and isinstance(s.value, Const)
+            and s.value.value == NEG_INF for s in guard.else_body):
+        return None
+    lower: list[Aff] = []
+    upper: list[Aff] = []
+    for condition in guard.conditions:
+        expr, equality = condition.as_nonnegative()
+        coefficient = expr.coefficient(producer.var)
+        if equality or abs(coefficient) != 1 or not expr.is_linear:
+            return None
+        rest = expr - Aff.var(producer.var) * coefficient
+        if coefficient == 1:           # j + rest >= 0
+            lower.append(-rest)
+        else:                          # rest - j >= 0
+            upper.append(rest + 1)
+    return lower, upper
+
+
+def _plan(block: tuple[Node, ...], region: Region, function: Function) -> Plan:
+    maximum = region.maximum
+    m = maximum.acc.load()
+    j = region.canonical
+    region_nodes = list(block[region.start:region.stop])
+    _, region_writes = buffer_accesses(region_nodes)
+    maps = {item.body[0].buffer: item for item in region.items  # type: ignore[union-attr]
+            if isinstance(item, For)}
+    reductions = [item for item in region.items if isinstance(item, Reduction)]
+    reasons: list[str] = []
+
+    # Inline maps into the reductions that read them.
+    def inline(expr: Expr) -> Expr:
+        def change(load: Load) -> Expr:
+            source = maps.get(load.buffer)
+            if source is None or load.indices[:-1] != source.body[0].indices[:-1]:  # type: ignore[union-attr]
+                return load
+            store = source.body[0]
+            assert isinstance(store, Assign)
+            last = load.indices[-1]
+            if not isinstance(last, Aff):
+                return load
+            return inline(substitute_expr(store.value, {source.var: last}))
+        return map_loads(expr, change)
+
+    fused: list[Reduction] = []
+    results = {maximum.acc.buffer}
+    for red in reductions:
+        results.add(red.acc.buffer)
+    for red in reductions:
+        summand = inline(red.operand)
+        where = f"reduction into '{red.acc.buffer}'"
+
+        def variant(e: Expr) -> bool:
+            return _mentions(e, j) or any(load.buffer in region_writes - results for load in loads(e))
+        core, post = _factor(summand, variant)
+        if post and not (isinstance(red.init_value, Const) and red.init_value.value == 0):
+            reasons.append(f"{where}: a factor outside the sum needs the initial value 0")
+            continue
+        uses_max = _reads(core, m.buffer)
+        others = {load.buffer for load in loads(core)} & (region_writes - {m.buffer})
+        if others - {name for name in maps} - {maximum.acc.buffer}:
+            reasons.append(f"{where}: its summand reads {', '.join(sorted(others))}, which the region computes")
+            continue
+        if any(load.buffer in maps for load in loads(core)):
+            reasons.append(f"{where}: it reads a map that other statements read too")
+            continue
+        if not uses_max:
+            reasons.append(f"{where}: it does not use the max (left as it is)")
+            continue
+        why = _linear(core, maximum.operand, m)
+        if why is not None:
+            reasons.append(f"{where}: {why}")
+            continue
+        if not (isinstance(red.init_value, Const) and red.init_value.value == 0):
+            reasons.append(f"{where}: the correction needs the initial value 0")
+            continue
+        red.core, red.post, red.dependent = core, post, True
+        fused.append(red)
+
+    changed = True
+    while changed:   # what is applied after the loop may read only fused results
+        changed = False
+        allowed_results = {maximum.acc.buffer} | {red.acc.buffer for red in fused}
+        for red in list(fused):
+            probe = _apply_post(red.post, red.acc.load())
+            late = {load.buffer for load in loads(probe)} & (region_writes - allowed_results)
+            if late:
+                reasons.append(f"reduction into '{red.acc.buffer}': its factor reads "
+                               f"{', '.join(sorted(late))}, which is not fused")
+                fused.remove(red)
+                changed = True
+    fused_names = {red.statement.name for red in fused}
+    for red in list(fused):   # an earlier kept node must not read the accumulator
+        position = region.items.index(red)
+        if any(red.acc.buffer in buffer_accesses(item.nodes() if isinstance(item, Reduction) else (item,))[0]
+               for item in region.items[:position] if not (isinstance(item, Reduction) and item in fused)):
+            reasons.append(f"reduction into '{red.acc.buffer}': read before it completes")
+            fused.remove(red)
+            fused_names.discard(red.statement.name)
+    dropped: set[str] = set()
+    for name in maps:
+        readers = _readers(function, name)
+        if readers and readers <= fused_names:
+            dropped.add(name)
+    kept: list[Node] = []
+    for item in region.items:
+        if isinstance(item, Reduction):
+            if item not in fused:
+                kept.extend(item.nodes())
+        elif item.body[0].buffer not in dropped:  # type: ignore[union-attr]
+            kept.append(item)
+
+    producer = _producer(block, region, function) if fused else None
+    scores: tuple[str, tuple] | None = None
+    bounds = (maximum.loop.lower, maximum.loop.upper)
+    guard_bounds = False
+    if producer is not None:
+        store = next(iter(statements(producer.body)))
+        assert isinstance(store, Assign)
+        buffer = store.buffer
+        prefix = tuple(store.indices[:-1])
+        allowed = {maximum.statement.name} | fused_names | {s.name for s in statements(producer.body)}
+        allowed |= {maps[name].body[0].name for name in dropped}  # type: ignore[union-attr]
+        if not _readers(function, buffer) <= allowed:
+            producer = None
+        else:
+            scores = (buffer, prefix)
+            extra = _guard_bounds(producer, buffer)
+            if extra is not None and (extra[0] or extra[1]):
+                low, high = extra
+                bounds = (bounds[0] + tuple(low), bounds[1] + tuple(high))
+                guard_bounds = True
+    return Plan(fused, kept, producer, scores, bounds, guard_bounds, reasons)
+
+
+# ---------------------------------------------------------------- emission
+def _emit(block: tuple[Node, ...], region: Region, plan: Plan, function: Function, tile: int,
+          taken: set[str]) -> tuple[Node, ...]:
+    maximum = region.maximum
+    j = region.canonical
+    m = maximum.acc.load()
+    buffers = function.buffers
+    m_buffer = buffers[maximum.acc.buffer]
+    dtype = m_buffer.dtype
+    jt = claim_name(f"{j}_tile", taken)
+    tile_index = Aff.var(j) - Aff.var(jt)
+    lower, upper = plan.bounds
+
+    def stmt(buffer: str, indices: tuple, value: Expr) -> Assign:
+        return Assign(claim_name("OS", taken), buffer, indices, value)
+
+    def tile_loop(body: tuple[Node, ...]) -> For:
+        var = claim_name(j, taken)
+        return For(var, (Aff.var(jt),), tuple(upper) + (Aff.var(jt) + tile,),
+                   substitute(body, {j: Aff.var(var)}))
+
+    def scalar(base: str) -> Buffer:
+        return replace(m_buffer, name=claim_name(base, taken), shape=())
+
+    locals_: list[Buffer] = []
+    scores_tile: Buffer | None = None
+    if plan.scores is not None:
+        scores_buffer = buffers[plan.scores[0]]
+        scores_tile = replace(scores_buffer, name=claim_name(f"{plan.scores[0]}_tile", taken),
+                              shape=(Aff.const(tile),))
+        locals_.append(scores_tile)
+
+    def to_tile(expr: Expr) -> Expr:
+        if plan.scores is None or scores_tile is None:
+            return expr
+        name, prefix = plan.scores
+        tile_name = scores_tile.name
+
+        def change(load: Load) -> Expr:
+            if load.buffer == name and tuple(load.indices[:-1]) == prefix and load.indices[-1] == Aff.var(j):
+                return Load(tile_name, (tile_index,))
+            return load
+        return map_loads(expr, change)
+
+    body: list[Node] = []
+    if plan.producer is not None and scores_tile is not None:
+        inner = substitute(plan.producer.body, {plan.producer.var: Aff.var(j)})
+        if plan.guard_bounds:
+            guard = inner[0]
+            assert isinstance(guard, If)
+            inner = guard.then_body
+
+        def retarget(node: Node) -> Node:
+            if isinstance(node, Assign):
+                value = to_tile(node.value)
+                if node.buffer == plan.scores[0]:  # type: ignore[index]
+                    return replace(node, buffer=scores_tile.name, indices=(tile_index,), value=value)
+                return replace(node, value=value)
+            if isinstance(node, For):
+                return replace(node, body=tuple(retarget(n) for n in node.body))
+            if isinstance(node, If):
+                return replace(node, then_body=tuple(retarget(n) for n in node.then_body),
+                               else_body=tuple(retarget(n) for n in node.else_body))
+            return node
+        body.append(tile_loop(tuple(retarget(n) for n in inner)))
+
+    operand = to_tile(maximum.operand)
+    previous, alpha = scalar(f"{maximum.acc.buffer}_prev"), scalar("alpha")
+    weights = replace(m_buffer, name=claim_name("weights", taken), shape=(Aff.const(tile),))
+    locals_ += [previous, alpha, weights]
+    neg_inf, zero, one = Const(NEG_INF, dtype), Const(0.0, dtype), Const(1.0, dtype)
+    body.append(stmt(previous.name, (), m))
+    body.append(tile_loop((stmt(maximum.acc.buffer, maximum.acc.indices, Call("max", (m, operand))),)))
+    body.append(stmt(alpha.name, (), Select(Compare("==", m, Load(previous.name, ())), one,
+                                            Call("exp", (BinOp("-", Load(previous.name, ()), m),)))))
+    body.append(tile_loop((stmt(weights.name, (tile_index,),
+                                Select(Compare("==", m, neg_inf), zero,
+                                       Call("exp", (BinOp("-", operand, m),)))),)))
+    shift = Call("exp", (BinOp("-", maximum.operand, m),))
+    weight = Load(weights.name, (tile_index,))
+
+    def use_weights(expr: Expr) -> Expr:
+        if expr == shift:
+            return weight
+        if isinstance(expr, BinOp):
+            return BinOp(expr.op, use_weights(expr.lhs), use_weights(expr.rhs))
+        if isinstance(expr, Call):
+            return Call(expr.fn, tuple(use_weights(a) for a in expr.args))
+        return expr
+
+    post: list[Node] = []
+    for red in plan.fused:
+        assert red.core is not None
+        core = to_tile(use_weights(red.core))
+        acc = red.acc.load()
+        if red.outer is None:
+            body.append(stmt(red.acc.buffer, red.acc.indices, BinOp("*", acc, Load(alpha.name, ()))))
+            body.append(tile_loop((stmt(red.acc.buffer, red.acc.indices, BinOp("+", acc, core)),)))
+            if red.post:
+                post.append(stmt(red.acc.buffer, red.acc.indices, _apply_post(red.post, acc)))
+            continue
+        d = red.outer.var
+
+        def per_d(value: Callable[[Expr], Expr], d: str = d, red: Reduction = red) -> For:
+            var = claim_name(d, taken)
+            assert red.outer is not None
+            return For(var, red.outer.lower, red.outer.upper,
+                       substitute((stmt(red.acc.buffer, red.acc.indices, value(red.acc.load())),),
+                                  {d: Aff.var(var)}), step=red.outer.step)
+        alpha_load = Load(alpha.name, ())
+
+        def rescale(a: Expr, alpha_load: Load = alpha_load) -> Expr:
+            return BinOp("*", a, alpha_load)
+
+        def accumulate(a: Expr, core: Expr = core) -> Expr:
+            return BinOp("+", a, core)
+
+        def finish(a: Expr, red: Reduction = red) -> Expr:
+            return _apply_post(red.post, a)
+        body.append(per_d(rescale))
+        body.append(tile_loop((per_d(accumulate),)))
+        if red.post:
+            post.append(per_d(finish))
+
+    tiles = For(jt, tuple(lower), tuple(upper), tuple(body), step=tile, locals=tuple(locals_))
+    inits: list[Node] = [maximum.init]
+    inits += [red.outer if red.outer is not None else red.init for red in plan.fused]
+    # A nested reduction's init loop also held its j loop: keep only the init.
+    inits = [replace(n, body=n.body[:1]) if isinstance(n, For) else n for n in inits]
+    before = list(block[:region.start])
+    if plan.producer is not None:
+        before = [n for n in before if n is not plan.producer]
+    return tuple(before) + tuple(inits) + (tiles,) + tuple(post) + tuple(plan.kept) + block[region.stop:]
+
+
+# ------------------------------------------- consumers into the cascade's rows
+def cascade_depth(nest: Node) -> int | None:
+    """The number of perfectly nested outer loops of ``nest`` around a block that
+    starts a max reduction (the row loops of a softmax), or ``None``."""
+    if not isinstance(nest, For):
+        return None
+    from polyir.polyhedral.slices import loop_chain
+    for depth, loop in enumerate(loop_chain(nest), start=1):
+        if any(_match_region(loop.body, k) is not None for k in range(len(loop.body))):
+            return depth
+    return None
+
+
+def pull_consumers(function: Function, ctx: Any) -> tuple[Function, list[tuple[str, str, str]]]:
+    """Fuse into a nest holding a max cascade, at its row depth, each later nest
+    that reads what it writes (``polyir.fusion.producer_consumer.fuse_into``,
+    proved by its equivalence check). The cost model may have kept them apart
+    (an intermediate row per query); after the online rewrite that row is gone,
+    so the fusion pays here. Returns the function and the notes."""
+    from polyir.errors import PolyirError
+    from polyir.fusion.graph import NestGraph
+    from polyir.fusion.producer_consumer import fuse_into
+    notes: list[tuple[str, str, str]] = []
+    tried: set[tuple[int, int]] = set()
+    changed = True
+    while changed:
+        changed = False
+        graph = NestGraph(function)
+        for consumer in range(len(graph.nests)):
+            for producer, flows in graph.producers(consumer):
+                depth = cascade_depth(function.body[producer])
+                key = (id(function.body[producer]), id(function.body[consumer]))
+                if depth is None or key in tried:
+                    continue
+                tried.add(key)
+                names = f"nests {graph.nests[producer].name} -> {graph.nests[consumer].name}"
+                try:
+                    pulled = fuse_into(function, producer, consumer, depth, ctx, check=True).function
+                except PolyirError as error:
+                    notes.append((f"function '{function.name}', {names}",
+                                  f"not pulled into the rows of the cascade: {error}", "missed"))
+                    continue
+                # Kept only when the online rewrite then removes the intermediate.
+                rewritten = online_reductions(pulled).function
+                reads, writes = buffer_accesses(rewritten.body)
+                if flows & (reads | writes):
+                    continue
+                function = pulled
+                notes.append((f"function '{function.name}'", f"{names} ({', '.join(sorted(flows))}) "
+                              f"fused at depth {depth} for the online rewrite", "applied"))
+                changed = True
+                break
+            if changed:
+                break
+    return function, notes
+
+
+# --------------------------------------------------------------- the pass
+def _describe(region: Region, plan: Plan, tile: int) -> str:
+    names = ", ".join(f"'{r.acc.buffer}'" for r in plan.fused)
+    text = (f"max into '{region.maximum.acc.buffer}' with {names} in one traversal over "
+            f"tiles of {tile} (online, with the correction exp(m_prev - m))")
+    if plan.scores is not None:
+        text += f"; '{plan.scores[0]}' computed per tile"
+    if plan.guard_bounds:
+        text += "; its -inf guard became the loop bounds"
+    return text
+
+
+def _rewrite_block(block: tuple[Node, ...], function: Function, tile: int, taken: set[str],
+                   notes: list[tuple[str, str, str]]) -> tuple[Node, ...]:
+    start = 0
+    while start < len(block):
+        region = _match_region(block, start)
+        if region is None:
+            start += 1
+            continue
+        where = f"function '{function.name}', statement {region.maximum.statement.name}"
+        plan = _plan(block, region, function)
+        if not plan.fused:
+            why = "; ".join(plan.reasons) or "no reduction over the same range uses it"
+            notes.append((where, f"max reduction not fused: {why}", "missed"))
+            start = region.stop
+            continue
+        block = _emit(block, region, plan, function, tile, taken)
+        notes.append((where, _describe(region, plan, tile), "applied"))
+        for why in plan.reasons:
+            notes.append((where, f"left as it is: {why}", "missed"))
+        return _rewrite_block(block, function, tile, taken, notes)
+    return block
+
+
+def _drop_unused(locals_: tuple[Buffer, ...], body: tuple[Node, ...]) -> tuple[Buffer, ...]:
+    reads, writes = buffer_accesses(body)
+    return tuple(b for b in locals_ if b.name in reads | writes)
+
+
+def online_reductions(function: Function, tile: int = DEFAULT_TILE) -> OnlineResult:
+    """Rewrite every cascade of a max and the reductions that use it through
+    ``exp(x - max)`` (see the module docstring) into one traversal over tiles
+    of ``tile`` values; returns the function (the same object when nothing
+    matched) and the notes for the remarks. Raises ``ValueError`` for a tile < 1."""
+    if tile < 1:
+        raise ValueError(f"tile must be >= 1, not {tile}")
+    notes: list[tuple[str, str, str]] = []
+    taken = names_in(function)
+    current = function
+
+    def rewrite_loops(nodes: tuple[Node, ...]) -> tuple[Node, ...]:
+        result: list[Node] = []
+        for node in nodes:
+            if isinstance(node, For):
+                body = _rewrite_block(rewrite_loops(node.body), current, tile, taken, notes)
+                if body != node.body:
+                    node = replace(node, body=body, locals=_drop_unused(node.locals, body))
+            elif isinstance(node, If):
+                node = replace(node, then_body=rewrite_loops(node.then_body),
+                               else_body=rewrite_loops(node.else_body))
+            result.append(node)
+        return tuple(result)
+
+    body = _rewrite_block(rewrite_loops(function.body), current, tile, taken, notes)
+    if body == function.body:
+        return OnlineResult(function, notes)
+    return OnlineResult(replace(function, body=body, locals=_drop_unused(function.locals, body)), notes)
+
+
+__all__ = ["DEFAULT_TILE", "OnlineResult", "cascade_depth", "online_reductions", "pull_consumers"]
