@@ -6,7 +6,8 @@ process on this machine, prints a table of medians and ratios, and writes
 (default ``bench/results``). Ratios above 1 mean polyir is slower.
 Sections: kernels (corpus vs numpy), models (vs eager and Inductor), fusion
 (nests and intermediate bytes before and after fusion, and the time of both
-builds, realistic model sizes included), compile
+builds, realistic model sizes included), attention (fused attention vs
+scaled_dot_product_attention and Inductor), compile
 (cold/warm compile time vs Inductor), scaling (N stacked layers), dynamic
 (one dynamic=True compile called at 10 sizes vs specialised builds and Inductor), native
 (bench/cpu_bench.py), gpu (target="cuda"; nothing without a GPU), jax_models
