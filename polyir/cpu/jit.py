@@ -188,8 +188,11 @@ class CpuExecutable:
     ptx = None
 
     def __init__(self, module: Module, target: Target, llvm_ir: str, object_code: bytes,
-                 cache_hit: bool, fast_math: bool = False):
+                 cache_hit: bool, fast_math: bool = False, check_bounds: bool = True):
         self.ir = module
+        self.check_bounds = check_bounds
+        """Check subscripts against the arguments before each call (``polyir.cpu.bounds``)."""
+        self._bounds: Any = None
         self.target = target
         self.fast_math = fast_math
         self.llvm_ir = llvm_ir
@@ -246,6 +249,12 @@ class CpuExecutable:
         right dtype and shape, then symbol values, in ``self.slots`` order)
         that must stay alive during the call. For callers that checked the
         arguments once (``polyir.frontends.fx``'s prepared plans)."""
+        if self.check_bounds:
+            if self._bounds is None:
+                from polyir.cpu.bounds import BoundsCheck
+                self._bounds = BoundsCheck(self.function, self.slots)
+            if self._bounds.needed:
+                self._bounds.check_words(words)
         status = self._packed(ctypes.addressof(words))
         if status:
             self._raise(status)
@@ -294,13 +303,15 @@ def lower_to_llvm(module: Module, target: Target, fast_math: bool = False) -> st
 
 
 def build_cpu(module: Module, target: Target, cache_dir: Any = DEFAULT,
-              fast_math: bool = False) -> CpuExecutable:
+              fast_math: bool = False, check_bounds: bool = True) -> CpuExecutable:
     """Compile ``module``'s entry function for the host CPU.
 
     ``cache_dir``: a directory for the compile cache, ``None`` for no cache,
     default :func:`~polyir.cpu.cache.default_cache_dir`. ``fast_math``: allow
     FMA contraction and reassociation of float operations (faster, vectorised
-    reductions; results differ from the exact ones by rounding). Raises
+    reductions; results differ from the exact ones by rounding).
+    ``check_bounds``: check every access against the arguments before each
+    call (``polyir.cpu.bounds``; ``polyir.BoundsError``). Raises
     :class:`polyir.CompileError` for constructs the CPU cannot run (barriers,
     fragments, GPU-mapped loops, launches).
     """
@@ -316,7 +327,7 @@ def build_cpu(module: Module, target: Target, cache_dir: Any = DEFAULT,
         if entry is not None:
             try:
                 return CpuExecutable(module, target, entry.llvm_ir, entry.object_code, True,
-                                     fast_math)
+                                     fast_math, check_bounds)
             except Exception as error:  # unusable object code: recompile
                 import warnings
                 warnings.warn(f"polyir: cached object for {module.entry.name} failed to load "
@@ -335,4 +346,4 @@ def build_cpu(module: Module, target: Target, cache_dir: Any = DEFAULT,
         cache.store(key, fingerprint, object_code, llvm_ir,
                     {"function": module.entry.name, "target": repr(target),
                      "fast_math": fast_math})
-        return CpuExecutable(module, target, llvm_ir, object_code, False, fast_math)
+        return CpuExecutable(module, target, llvm_ir, object_code, False, fast_math, check_bounds)

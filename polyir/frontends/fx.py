@@ -371,8 +371,10 @@ class CompiledModel:
     """
 
     def __init__(self, model: torch.nn.Module, *, target: Any = "cpu", fallback: bool = True,
-                 pipeline: str | None = None, fast_math: bool = True) -> None:
+                 pipeline: str | None = None, fast_math: bool = True,
+                 check_bounds: bool = True) -> None:
         self.model = model
+        self.check_bounds = bool(check_bounds)
         self.target = target
         self.fallback = fallback
         self.pipeline = pipeline
@@ -393,6 +395,9 @@ class CompiledModel:
         if plan is None:
             plan = build_plan(self.model, args, target=self.target, fallback=self.fallback,
                               pipeline=self.pipeline, fast_math=self.fast_math)
+            for segment in plan.segments:  # the call-time check of polyir.cpu.bounds
+                if hasattr(segment.executable, "check_bounds"):
+                    segment.executable.check_bounds = self.check_bounds
             self.plans[key] = plan
         self.last_plan = plan
         return plan
@@ -431,7 +436,8 @@ class CompiledModel:
 
 
 def compile_model(model: Any, example_inputs: Any, *, target: Any = "cpu", fallback: bool = True,
-                  pipeline: str | None = None, fast_math: bool = True) -> CompiledModel:
+                  pipeline: str | None = None, fast_math: bool = True,
+                  check_bounds: bool = True) -> CompiledModel:
     """Compile ``model`` (an ``nn.Module`` or ``fx.GraphModule``) for
     ``example_inputs`` (a tensor or a tuple/list of arguments).
 
@@ -443,7 +449,10 @@ def compile_model(model: Any, example_inputs: Any, *, target: Any = "cpu", fallb
     ``fast_math`` (default on): the CPU backend may contract multiply-adds into
     FMAs and reassociate float sums (vectorised reductions); results match
     eager within rounding, as eager's own kernels do. ``False``: exact IEEE
-    evaluation of the lowered loops.
+    evaluation of the lowered loops. ``check_bounds`` (default on): native
+    code checks gather indices (embedding ids, ``index_select``) and sizes
+    against the arrays before each call (``polyir.BoundsError``, an
+    ``IndexError`` as in eager); ``False`` skips it.
 
     Returns a :class:`CompiledModel`; it is compiled for the example inputs
     now, so unsupported operators and lowering errors surface here.
@@ -452,6 +461,6 @@ def compile_model(model: Any, example_inputs: Any, *, target: Any = "cpu", fallb
         raise TypeError(f"polyir.compile takes an nn.Module or fx.GraphModule, not {type(model).__name__}")
     args = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
     compiled = CompiledModel(model, target=target, fallback=fallback, pipeline=pipeline,
-                             fast_math=fast_math)
+                             fast_math=fast_math, check_bounds=check_bounds)
     compiled.plan_for(args)
     return compiled
