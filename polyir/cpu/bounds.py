@@ -141,7 +141,14 @@ class BoundsCheck:
         self.unchecked: list[str] = []
         self._seen: dict[tuple[int, ...], list[tuple[_Gather, tuple[slice, ...]]]] = {}
         self._ctx = isl.Context()
-        scop = extract(function, ctx=self._ctx)
+        from polyir.polyhedral.extract import NotPolyhedral
+        try:
+            scop = extract(function, ctx=self._ctx)
+        except NotPolyhedral as error:
+            self.unchecked.append(f"the whole function ({error})")
+            LOGGER.warning("%s(): not bounds-checked: %s", function.name, error)
+            self._param_slots = []
+            return
         self._scop = scop
         self._params = scop.params
         self._param_slots = [self._slot_of[p] for p in scop.params]
