@@ -26,7 +26,6 @@ index. ``check_bounds=False`` (``build_cpu``, ``polyir.kernel``,
 """
 from __future__ import annotations
 
-import ctypes
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -54,6 +53,25 @@ class _Risk:
 
 
 @dataclass(frozen=True)
+class _Region:
+    """What a gather reads at given sizes: ``box`` of a ``source`` of ``shape``
+    (numpy ``typestr``), whose subscript must stay in ``[0, extent)``."""
+
+    box: tuple[slice, ...]
+    shape: tuple[int, ...]
+    typestr: str
+    extent: int
+
+
+class _View:
+    """A numpy view of raw memory (``np.asarray`` reads ``__array_interface__``)."""
+
+    def __init__(self, address: int, region: _Region):
+        self.__array_interface__ = {"data": (address, True), "shape": region.shape,
+                                    "typestr": region.typestr, "version": 3}
+
+
+@dataclass(frozen=True)
 class _Gather:
     """A data-dependent subscript ``expr`` at dimension ``dim`` of ``target``,
     reading values of ``source`` (not written by the function) in ``region``."""
@@ -65,6 +83,7 @@ class _Gather:
     source: Buffer
     source_slot: int
     region: isl.Set             # the elements of ``source`` the statement reads (with params)
+    plain: bool = False         # the subscript is the loaded value itself (maybe cast to int)
 
 
 def _where(node: Assign) -> str:
@@ -139,7 +158,7 @@ class BoundsCheck:
         self.risks: list[_Risk] = []
         self.gathers: list[_Gather] = []
         self.unchecked: list[str] = []
-        self._seen: dict[tuple[int, ...], list[tuple[_Gather, tuple[slice, ...]]]] = {}
+        self._seen: dict[tuple[int, ...], list[tuple[_Gather, _Region]]] = {}
         self._ctx = isl.Context()
         from polyir.polyhedral.extract import NotPolyhedral
         try:
@@ -229,8 +248,10 @@ class BoundsCheck:
         if region is None:
             self.unchecked.append(text)
             return
+        plain = isinstance(index, Load) or (isinstance(index, Cast) and index.dtype.is_int
+                                            and isinstance(index.value, Load))
         self.gathers.append(_Gather(node, target, dim, index, source,
-                                    self._slot_of[source.name], region))
+                                    self._slot_of[source.name], region, plain))
 
     # ------------------------------------------------------------ at call time
     def check_words(self, words: Any) -> None:
@@ -241,15 +262,16 @@ class BoundsCheck:
         if boxes is None:
             symbols = dict(zip(self._params, key, strict=True))
             self._check_affine(symbols)
-            boxes = [(g, self._region_box(g, symbols)) for g in self.gathers]
+            boxes = []
+            for gather in self.gathers:
+                region = self._region(gather, symbols)
+                if region is not None:
+                    boxes.append((gather, region))
             if len(self._seen) > 4096:
                 self._seen.clear()
             self._seen[key] = boxes
-        if boxes:
-            symbols = dict(zip(self._params, key, strict=True))
-            for gather, box in boxes:
-                if box is not None:
-                    self._check_gather(gather, box, words, symbols)
+        for gather, region in boxes:
+            self._check_gather(gather, region, words, key)
 
     def _point(self, symbols: dict[str, int]) -> isl.Set:
         from polyir.polyhedral.extract import isl_name
@@ -286,7 +308,7 @@ class BoundsCheck:
         return BoundsError(f"{self.function.name}(): an access of '{buffer.name}' leaves its "
                            f"shape {shape} (sizes {symbols})", buffer=buffer.name)
 
-    def _region_box(self, gather: _Gather, symbols: dict[str, int]) -> tuple[slice, ...] | None:
+    def _region(self, gather: _Gather, symbols: dict[str, int]) -> _Region | None:
         region = gather.region.intersect_params(self._point(symbols))
         if region.is_empty():
             return None
@@ -295,25 +317,27 @@ class BoundsCheck:
             low = region.dim_min_val(d).to_python()
             high = region.dim_max_val(d).to_python()
             box.append(slice(int(low), int(high) + 1))
-        return tuple(box)
+        shape = tuple(extent.evaluate(symbols) for extent in gather.source.shape)
+        if 0 in shape:
+            return None
+        return _Region(tuple(box), shape, gather.source.dtype.numpy.str,
+                       gather.target.shape[gather.dim].evaluate(symbols))
 
-    def _check_gather(self, gather: _Gather, box: tuple[slice, ...], words: Any,
-                      symbols: dict[str, int]) -> None:
-        source = gather.source
-        shape = tuple(extent.evaluate(symbols) for extent in source.shape)
-        dtype = source.dtype.numpy
-        count = int(np.prod(shape)) if shape else 1
-        if count == 0:
-            return
-        raw = (ctypes.c_char * (count * dtype.itemsize)).from_address(words[gather.source_slot])
-        values = np.frombuffer(raw, dtype=dtype, count=count).reshape(shape)[box]
+    def _check_gather(self, gather: _Gather, region: _Region, words: Any,
+                      key: tuple[int, ...]) -> None:
+        values = np.asarray(_View(words[gather.source_slot], region))[region.box]
         if values.size == 0:
             return
-        index = np.asarray(_evaluate(gather.expr, values, symbols))
-        extent = gather.target.shape[gather.dim].evaluate(symbols)
-        low, high = index.min(), index.max()
+        if gather.plain:          # min and max commute with truncation
+            low, high = np.trunc(values.min()), np.trunc(values.max())
+        else:
+            symbols = dict(zip(self._params, key, strict=True))
+            index = np.asarray(_evaluate(gather.expr, values, symbols))
+            low, high = index.min(), index.max()
+        extent = region.extent
         if low >= 0 and high < extent:
             return
+        source = gather.source
         bad = low if low < 0 else high
         node = gather.statement
         raise BoundsError(f"{self.function.name}(): subscript {print_index(gather.expr)} of "
