@@ -375,6 +375,7 @@ class CompiledModel:
                  check_bounds: bool = True) -> None:
         self.model = model
         self.check_bounds = bool(check_bounds)
+        self._grad_warned = False
         self.target = target
         self.fallback = fallback
         self.pipeline = pipeline
@@ -403,6 +404,9 @@ class CompiledModel:
         return plan
 
     def __call__(self, *args: Any) -> Any:
+        if not self._grad_warned and torch.is_grad_enabled():
+            from polyir.frontends.grad import warn_detached
+            self._grad_warned = warn_detached(self.model, args)
         signature = input_signature(args)
         known = self._prepared.get(signature) if signature is not None else None
         if known is not None and known[1] is not None:
