@@ -340,6 +340,12 @@ class ExprLowering:
             return b.fneg(args[0], flags=flags)
         if fn == "abs":
             return intrinsic("fabs", args)
+        if fn in ("max", "min") and "nsz" not in flags:
+            # Exactly the interpreter's rule (docs/ir.md): ``a`` when ``a > b`` (``<`` for
+            # min) or ``b`` is NaN, else ``b``; llvm.maxnum leaves max(+0, -0) unspecified.
+            a, c = args
+            wins = b.fcmp_ordered(">" if fn == "max" else "<", a, c, flags=flags)
+            return b.select(b.or_(wins, b.fcmp_unordered("uno", c, c, flags=flags)), a, c)
         if fn == "max":
             return intrinsic("maxnum", args)
         if fn == "min":

@@ -56,3 +56,19 @@ def test_floor_and_ceil_keep_the_sign_of_zero_in_interpreter_and_native(fn: str)
     build_cpu(polyir.parse(text), cpu(1), cache_dir=None)(native, X)
     assert interpreted.tobytes() == native.tobytes()
     assert interpreted.tobytes() == getattr(np, fn)(X).tobytes()
+
+
+@pytest.mark.parametrize("fn", ["max", "min"])
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_max_min_of_signed_zeros_and_nans_agree_bit_for_bit(fn: str, dtype: str) -> None:
+    text = (f"func f(Y: {dtype}[N], A: {dtype}[N], B: {dtype}[N]) {{\n  for i = 0 to N {{\n"
+            f"    S0: Y[i] = {fn}(A[i], B[i])\n  }}\n}}\n")
+    values = [0.0, -0.0, np.nan, 1.0, -1.0, np.inf, -np.inf]
+    A = np.array([a for a in values for _ in values], dtype=dtype.replace("f", "float"))
+    B = np.array([b for _ in values for b in values], dtype=A.dtype)
+    interpreted, native = np.empty_like(A), np.empty_like(A)
+    polyir.interpret(polyir.parse(text), interpreted, A, B)
+    build_cpu(polyir.parse(text), cpu(1), cache_dir=None)(native, A, B)
+    assert interpreted.tobytes() == native.tobytes()
+    pick = (A > B) if fn == "max" else (A < B)
+    np.testing.assert_array_equal(np.signbit(interpreted), np.signbit(np.where(pick | np.isnan(B), A, B)))
