@@ -33,8 +33,8 @@ def _kernel_rows(repeats: int) -> list[tuple[str, float, float]]:
             unchecked = polyir.kernel(entry.func, check_bounds=False)
             checked(*[a.copy() if isinstance(a, np.ndarray) else a for a in args])
             unchecked(*[a.copy() if isinstance(a, np.ndarray) else a for a in args])
-            samples = interleaved_medians({"checked": lambda c=checked: c(*args),
-                                           "unchecked": lambda u=unchecked: u(*args)},
+            samples = interleaved_medians({"checked": lambda c=checked, a=args: c(*a),
+                                           "unchecked": lambda u=unchecked, a=args: u(*a)},
                                           repeats, min_seconds=0.01)
             rows.append((f"{name} ({label})", samples["checked"].median,
                          samples["unchecked"].median))
@@ -66,8 +66,8 @@ def _model_rows(repeats: int) -> list[tuple[str, float, float]]:
         for name, model, inputs in cases:
             checked = polyir.compile(model, inputs)
             unchecked = polyir.compile(model, inputs, check_bounds=False)
-            samples = interleaved_medians({"checked": lambda c=checked: c(*inputs),
-                                           "unchecked": lambda u=unchecked: u(*inputs)},
+            samples = interleaved_medians({"checked": lambda c=checked, a=inputs: c(*a),
+                                           "unchecked": lambda u=unchecked, a=inputs: u(*a)},
                                           repeats, min_seconds=0.01)
             rows.append((name, samples["checked"].median, samples["unchecked"].median))
     return rows

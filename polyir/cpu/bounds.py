@@ -86,7 +86,7 @@ class _Gather:
     plain: bool = False         # the subscript is the loaded value itself (maybe cast to int)
 
 
-def _where(node: Assign) -> str:
+def _where(node: Any) -> str:
     line = f" (line {node.loc.line})" if node.loc is not None else ""
     return f"statement {node.name}{line}: {print_node(node).strip()}"
 

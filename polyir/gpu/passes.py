@@ -13,6 +13,10 @@ from polyir.passes import register_pass
 from polyir.target import cuda
 
 
+def _remark(ctx: PassContext, where: str, why: str) -> None:
+    ctx.remark("gpu-map", where, why)
+
+
 @register_pass("gpu-map")
 @dataclass(frozen=True)
 class GpuMap:
@@ -38,4 +42,4 @@ class GpuMap:
         """Map for ``ctx.target`` (sm_90 when the pipeline does not compile for a GPU)."""
         target = ctx.target if ctx.target.kind == "cuda" else cuda(90)
         return map_module(module, MapOptions(self.block_sizes, self.shared, self.max_grid_dims, target),
-                          report=lambda where, why: ctx.remark("gpu-map", where, why))
+                          report=lambda where, why: _remark(ctx, where, why))
