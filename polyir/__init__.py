@@ -21,6 +21,7 @@ from typing import Any
 
 from polyir.errors import (
     ArgumentError,
+    BoundsError,
     CompileError,
     DeviceError,
     IllegalTransform,
@@ -38,7 +39,7 @@ __version__ = "0.1.0"
 __all__ = [
     "kernel", "compile", "parse", "interpret", "transform", "explain", "verify",
     "PolyirError", "ParseError", "VerifyError", "UnsupportedSyntax", "UnsupportedOp",
-    "IllegalTransform", "PassError", "ArgumentError", "CompileError", "DeviceError",
+    "IllegalTransform", "PassError", "ArgumentError", "BoundsError", "CompileError", "DeviceError",
     "MissingDependency",
 ]
 

@@ -73,6 +73,8 @@ def build(module: Module, target: Target | str | None = None, *, fast_math: bool
     Raises ``polyir.CompileError`` for IR the backend cannot lower (for CUDA,
     host code that is not mapped yet: use :func:`compile_ir`)."""
     resolved = resolve(target)
+    if resolved.kind != "cpu":
+        options.pop("check_bounds", None)   # the interpreter always checks; see docs/cpu.md
     if resolved.kind == "interpret":
         return InterpretedExecutable(module, resolved)
     if resolved.kind == "cpu":

@@ -63,6 +63,18 @@ class ArgumentError(PolyirError, TypeError):
     dtype, shape); raised before any array is written."""
 
 
+class BoundsError(PolyirError, IndexError):
+    """A call whose sizes or index values would access outside a buffer (checked
+    before native code runs, so nothing is written): names the buffer, the
+    statement (and so the subscript) and its source line (``buffer``,
+    ``statement``, ``line``)."""
+
+    def __init__(self, message: str, buffer: str | None = None, statement: str | None = None,
+                 line: int | None = None):
+        super().__init__(message)
+        self.buffer, self.statement, self.line = buffer, statement, line
+
+
 class CompileError(PolyirError):
     """A backend could not compile the IR (names the construct)."""
 

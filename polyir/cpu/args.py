@@ -21,6 +21,7 @@ from polyir.ir.affine import Aff
 from polyir.ir.nodes import Buffer, Function, Symbol
 from polyir.ir.types import DType, round_to_bf16
 from polyir.llvm.lower import ParamSlot
+from polyir.polyhedral.assumptions import check_symbol
 
 
 @dataclass
@@ -104,7 +105,7 @@ def _symbol_value(value: Any, name: str, position: int, fname: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ArgumentError(f"{fname}: argument {position} (symbol '{name}') must be an int, "
                             f"got {type(value).__name__}")
-    return int(value)
+    return check_symbol(int(value), name, f"{fname}: argument {position}")
 
 
 @dataclass(frozen=True)

@@ -247,8 +247,12 @@ class CpuExecutable:
 
     def __init__(self, module: Module, target: Target, llvm_modules: Sequence[str],
                  objects: Sequence[bytes], cache_hit: bool, kernels: int = 1,
-                 fast_math: bool = False, globals_prefix: str | None = None):
+                 fast_math: bool = False, globals_prefix: str | None = None,
+                 check_bounds: bool = True):
         self.ir = module
+        self.check_bounds = check_bounds
+        """Check subscripts against the arguments before each call (``polyir.cpu.bounds``)."""
+        self._bounds: Any = None
         self.target = target
         self.fast_math = fast_math
         self.llvm_modules = list(llvm_modules)
@@ -313,6 +317,12 @@ class CpuExecutable:
         right dtype and shape, then symbol values, in ``self.slots`` order)
         that must stay alive during the call. For callers that checked the
         arguments once (``polyir.frontends.fx``'s prepared plans)."""
+        if self.check_bounds:
+            if self._bounds is None:
+                from polyir.cpu.bounds import BoundsCheck
+                self._bounds = BoundsCheck(self.function, self.slots)
+            if self._bounds.needed:
+                self._bounds.check_words(words)
         status = self._packed(ctypes.addressof(words))
         if status:
             self._raise(status)
@@ -446,13 +456,15 @@ def _units(module: Module, target: Target, fast_math: bool, host: str, fingerpri
 
 
 def build_cpu(module: Module, target: Target, cache_dir: Any = DEFAULT,
-              fast_math: bool = False) -> CpuExecutable:
+              fast_math: bool = False, check_bounds: bool = True) -> CpuExecutable:
     """Compile ``module``'s entry function for the host CPU.
 
     ``cache_dir``: a directory for the compile cache, ``None`` for no cache,
     default :func:`~polyir.cpu.cache.default_cache_dir`. ``fast_math``: allow
     FMA contraction and reassociation of float operations (faster, vectorised
-    reductions; results differ from the exact ones by rounding). Raises
+    reductions; results differ from the exact ones by rounding).
+    ``check_bounds``: check every access against the arguments before each
+    call (``polyir.cpu.bounds``; ``polyir.BoundsError``). Raises
     :class:`polyir.CompileError` for constructs the CPU cannot run (barriers,
     fragments, GPU-mapped loops, launches).
     """
@@ -478,7 +490,7 @@ def build_cpu(module: Module, target: Target, cache_dir: Any = DEFAULT,
             _compile_unit(unit, target, times, provided)
             _store(cache, unit, module, target, fast_math)
             progress.step(done)
-        build = _Build(module, target, units, calls, fast_math, split)
+        build = _Build(module, target, units, calls, fast_math, split, check_bounds)
         try:
             with times.stage("load"):
                 executable = build.executable()
@@ -522,10 +534,11 @@ class _Build:
     calls: int
     fast_math: bool
     split: bool
+    check_bounds: bool = True
 
     def executable(self) -> CpuExecutable:
         ordered = self.units[-1:] + self.units[:-1]  # entry (or the whole function) first
         return CpuExecutable(self.module, self.target, [u.llvm_ir for u in ordered],
                              [u.object_code for u in ordered], all(u.hit for u in self.units),
                              self.calls, self.fast_math,
-                             KERNEL_GLOBALS if self.split else None)
+                             KERNEL_GLOBALS if self.split else None, self.check_bounds)

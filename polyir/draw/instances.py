@@ -42,7 +42,7 @@ JITTER = 0.28
 def needed_symbols(scop: Scop) -> list[str]:
     """The symbols that decide which instances exist or what they touch: those
     in some statement's domain or access relation (beyond the context's
-    ``>= 1``); a symbol that only sizes a buffer nothing gathers from is not needed."""
+    ``>= 0``); a symbol that only sizes a buffer nothing gathers from is not needed."""
     import islpy as isl
 
     from polyir.polyhedral.extract import isl_name

@@ -33,9 +33,11 @@ def polyir_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
     ``options`` (from ``torch.compile(..., options={...})``) are
     ``polyir.compile``'s: ``target``, ``pipeline``, ``fast_math`` (``fallback`` is always on
     under torch.compile: unsupported operators run in eager). ``mode`` is
-    ignored.
+    ignored. A call that needs gradients runs ``gm`` in eager with one warning
+    (``polyir.frontends.grad``): polyir compiles the forward pass only.
     """
     from polyir.frontends.fx import CompiledModel, compile_model
+    from polyir.frontends.grad import eager_when_training
 
     settings = dict(options or {})
     settings.pop("fallback", None)
@@ -43,11 +45,15 @@ def polyir_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
     if any(_is_symbolic(value) for value in example_inputs):
         symbolic = _symbolic_graph(gm)
         if symbolic is not None:
-            return symbolic.compile(example_inputs, settings)
+            return eager_when_training(symbolic.compile(example_inputs, settings), gm.forward,
+                                       gm.parameters())
         # Dynamic shapes polyir cannot read back: compile at the first call, for
         # its concrete shapes (and again for every new combination of shapes).
-        return CompiledModel(gm, fallback=True, **settings)
-    return compile_model(gm, list(example_inputs), fallback=True, **settings)
+        return eager_when_training(CompiledModel(gm, fallback=True, **settings), gm.forward,
+                                   gm.parameters())
+    with torch.no_grad():
+        compiled = compile_model(gm, list(example_inputs), fallback=True, **settings)
+    return eager_when_training(compiled, gm.forward, gm.parameters())
 
 
 class _TensorsOnly(torch.nn.Module):

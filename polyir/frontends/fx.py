@@ -474,9 +474,12 @@ class CompiledModel:
 
     def __init__(self, model: torch.nn.Module, *, target: Any = "cpu", fallback: bool = True,
                  pipeline: str | None = None, fast_math: bool = True, dynamic: bool = False,
-                 dynamic_dims: Sequence[Sequence[bool]] | None = None) -> None:
+                 dynamic_dims: Sequence[Sequence[bool]] | None = None,
+                 check_bounds: bool = True) -> None:
         self.model = model
         self.dynamic_dims = dynamic_dims
+        self.check_bounds = bool(check_bounds)
+        self._grad_warned = False
         self.target = target
         self.fallback = fallback
         self.pipeline = pipeline
@@ -508,9 +511,13 @@ class CompiledModel:
 
     def _build(self, args: Sequence[Any], dynamic: bool) -> Plan:
         self.compiles += 1
-        return build_plan(self.model, args, target=self.target, fallback=self.fallback,
+        plan = build_plan(self.model, args, target=self.target, fallback=self.fallback,
                           pipeline=self.pipeline, fast_math=self.fast_math, dynamic=dynamic,
                           dynamic_dims=self.dynamic_dims if dynamic else None)
+        for segment in plan.segments:  # the call-time check of polyir.cpu.bounds
+            if hasattr(segment.executable, "check_bounds"):
+                segment.executable.check_bounds = self.check_bounds
+        return plan
 
     def _dynamic_plan(self, args: Sequence[Any], flat: list[Any], spec: Any,
                       state: dict[str, torch.Tensor]) -> Plan | None:
@@ -540,6 +547,9 @@ class CompiledModel:
         return plan
 
     def __call__(self, *args: Any) -> Any:
+        if not self._grad_warned and torch.is_grad_enabled():
+            from polyir.frontends.grad import warn_detached
+            self._grad_warned = warn_detached(self.model, args)
         signature = input_signature(args)
         known = self._prepared.get(signature) if signature is not None else None
         if known is not None and known[1] is not None:
@@ -576,7 +586,7 @@ class CompiledModel:
 
 def compile_model(model: Any, example_inputs: Any, *, target: Any = "cpu", fallback: bool = True,
                   pipeline: str | None = None, fast_math: bool = True,
-                  dynamic: bool = False) -> CompiledModel:
+                  dynamic: bool = False, check_bounds: bool = True) -> CompiledModel:
     """Compile ``model`` (an ``nn.Module`` or ``fx.GraphModule``) for
     ``example_inputs`` (a tensor or a tuple/list of arguments).
 
@@ -591,7 +601,10 @@ def compile_model(model: Any, example_inputs: Any, *, target: Any = "cpu", fallb
     evaluation of the lowered loops.
     ``dynamic``: compile with symbolic sizes for the inputs' dimensions that are
     not 1 (see ``polyir.frontends.dynamic``): later calls with other sizes reuse
-    the plan while its guards hold, instead of compiling again.
+    the plan while its guards hold, instead of compiling again. ``check_bounds`` (default on): native
+    code checks gather indices (embedding ids, ``index_select``) and sizes
+    against the arrays before each call (``polyir.BoundsError``, an
+    ``IndexError`` as in eager); ``False`` skips it.
 
     Returns a :class:`CompiledModel`; it is compiled for the example inputs
     now, so unsupported operators and lowering errors surface here.
@@ -600,6 +613,6 @@ def compile_model(model: Any, example_inputs: Any, *, target: Any = "cpu", fallb
         raise TypeError(f"polyir.compile takes an nn.Module or fx.GraphModule, not {type(model).__name__}")
     args = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
     compiled = CompiledModel(model, target=target, fallback=fallback, pipeline=pipeline,
-                             fast_math=fast_math, dynamic=dynamic)
+                             fast_math=fast_math, dynamic=dynamic, check_bounds=check_bounds)
     compiled.plan_for(args)
     return compiled

@@ -198,6 +198,7 @@ class _Checker:
     def __init__(self, source: KernelSource, freevars: set[str]):
         self.source, self.freevars = source, freevars
         self.locals = source.locals
+        self.depth = 0          # loops and ifs around the statement being checked
 
     def fail(self, node: ast.AST, what: str) -> NoReturn:
         raise self.source.error(node, f"unsupported syntax: {what}")
@@ -214,6 +215,9 @@ class _Checker:
         if isinstance(stmt, ast.Return):
             if stmt.value is not None:
                 self.fail(stmt, "return with a value (kernels update arrays in place)")
+            if self.depth:
+                self.fail(stmt, "'return' inside a loop or an 'if' (an early exit; move the "
+                                "condition into the loop bounds or an 'if' around the work)")
         elif isinstance(stmt, ast.Pass):
             pass
         elif isinstance(stmt, ast.Expr):
@@ -223,11 +227,15 @@ class _Checker:
                 self.visit_expr(stmt.value)
                 self.fail(stmt, what)
         elif isinstance(stmt, ast.For):
+            self.depth += 1
             self.visit_for(stmt)
+            self.depth -= 1
         elif isinstance(stmt, ast.If):
             self.visit_expr(stmt.test)
+            self.depth += 1
             self.visit_body(stmt.body)
             self.visit_body(stmt.orelse)
+            self.depth -= 1
         elif isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             if isinstance(stmt, ast.AugAssign) and type(stmt.op) in _OPERATOR_NAMES:

@@ -45,7 +45,7 @@ _IR_CACHE_LIMIT = 512
 
 def kernel(func: Callable[..., Any] | None = None, *, target: Target | str | None = "cpu",
            pipeline: str | None = None, specialize: bool = False,
-           fast_math: bool = False) -> Any:
+           fast_math: bool = False, check_bounds: bool = True) -> Any:
     """Decorator: ``@kernel`` or ``@kernel(target=..., pipeline=..., specialize=...)``.
 
     ``target`` is what calling the kernel builds for (default ``"cpu"``, the
@@ -56,12 +56,15 @@ def kernel(func: Callable[..., Any] | None = None, *, target: Target | str | Non
     ``fast_math=True`` lets the native backend contract multiply-adds into
     FMAs and reassociate float operations (off by default: the kernel computes
     exactly what the Python function computes, bit for bit).
-    Raises ``polyir.UnsupportedSyntax`` at decoration for constructs outside the
+    ``check_bounds=False`` skips the native backend's check, before each call,
+    that every subscript stays inside its array (``polyir.cpu.bounds``; a
+    violation is ``polyir.BoundsError``, where Python would wrap a negative
+    index or raise ``IndexError``). Raises ``polyir.UnsupportedSyntax`` at decoration for constructs outside the
     subset.
     """
     def wrap(f: Callable[..., Any]) -> Kernel:
         return Kernel(f, target=target, pipeline=pipeline, specialize=specialize,
-                      fast_math=fast_math)
+                      fast_math=fast_math, check_bounds=check_bounds)
     return wrap if func is None else wrap(func)
 
 
@@ -77,8 +80,9 @@ class Kernel:
 
     def __init__(self, func: Callable[..., Any], *, target: Target | str | None = "cpu",
                  pipeline: str | None = None, specialize: bool = False,
-                 fast_math: bool = False):
+                 fast_math: bool = False, check_bounds: bool = True):
         self.py_func = func
+        self.check_bounds = bool(check_bounds)
         self.target = target
         self.pipeline = pipeline
         self.specialize = bool(specialize)
@@ -141,6 +145,8 @@ class Kernel:
             from polyir.driver import compile_ir
             executable = compile_ir(self._module(specs), resolved, self.pipeline,
                                     fast_math=self.fast_math)
+            if hasattr(executable, "check_bounds"):
+                executable.check_bounds = self.check_bounds
             self._cache[key] = executable
         return executable
 

@@ -35,11 +35,14 @@ in buffer shapes), so a kernel never derives sizes from arrays.
 """
 from __future__ import annotations
 
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from math import prod
 
 from polyir.errors import CompileError
 from polyir.gpu.barriers import BlockContext, schedule_block
+from polyir.gpu.reductions import serialise_shared_reductions
 from polyir.gpu.rewrite import (
     FRAGMENT_NODES,
     bound_variables,
@@ -87,9 +90,15 @@ class MapOptions:
             raise ValueError(f"max_grid_dims must be 0..3, not {self.max_grid_dims}")
 
 
-def map_module(module: Module, options: MapOptions | None = None) -> Module:
-    """``module`` with every host function's nests outlined into mapped kernels."""
+def map_module(module: Module, options: MapOptions | None = None,
+               report: Callable[[str, str], None] | None = None) -> Module:
+    """``module`` with every host function's nests outlined into mapped kernels.
+
+    A parallel loop whose iterations reduce into shared elements is mapped as
+    a serial loop (``polyir.gpu.reductions``); ``report(where, why)`` hears of
+    each (default: a ``polyir`` warning)."""
     options = options or MapOptions()
+    module = serialise_shared_reductions(module, report or _warn)
     taken = {f.name for f in module.functions}
     functions: list[Function] = []
     for function in module.functions:
@@ -100,6 +109,10 @@ def map_module(module: Module, options: MapOptions | None = None) -> Module:
         functions.append(host)
         functions.extend(kernels)
     return Module(tuple(functions))
+
+
+def _warn(where: str, why: str) -> None:
+    warnings.warn(f"polyir gpu-map: {where}: {why}", RuntimeWarning, stacklevel=3)
 
 
 def map_function(function: Function, options: MapOptions,

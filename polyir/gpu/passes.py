@@ -13,11 +13,17 @@ from polyir.passes import register_pass
 from polyir.target import cuda
 
 
+def _remark(ctx: PassContext, where: str, why: str) -> None:
+    ctx.remark("gpu-map", where, why)
+
+
 @register_pass("gpu-map")
 @dataclass(frozen=True)
 class GpuMap:
     """Outline every top-level nest of the host functions into a GPU kernel and a
-    launch; map parallel loops to blocks and threads, place ``shared`` buffers
+    launch; map parallel loops to blocks and threads (a loop reducing into
+    elements its iterations share stays serial, with a remark:
+    ``polyir.gpu.reductions``), place ``shared`` buffers
     in shared memory, insert the barriers dependences need.
 
     ``block_sizes``: threads per block (x, y, z), empty = automatic.
@@ -35,4 +41,5 @@ class GpuMap:
     def run(self, module: Module, ctx: PassContext) -> Module:
         """Map for ``ctx.target`` (sm_90 when the pipeline does not compile for a GPU)."""
         target = ctx.target if ctx.target.kind == "cuda" else cuda(90)
-        return map_module(module, MapOptions(self.block_sizes, self.shared, self.max_grid_dims, target))
+        return map_module(module, MapOptions(self.block_sizes, self.shared, self.max_grid_dims, target),
+                          report=lambda where, why: _remark(ctx, where, why))

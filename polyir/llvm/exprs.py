@@ -170,15 +170,10 @@ class ExprLowering:
             return b.fpext(b.fptrunc(value, ir.HalfType()), F32)
         if value.type == F32:
             return self.round_bf16(value)
-        # double -> bf16: round the double's bits at bf16 precision (ties to even);
-        # the result converts to float exactly (or overflows to inf)
-        bits = b.bitcast(value, I64)
-        lsb = b.and_(b.lshr(bits, ir.Constant(I64, 45)), ir.Constant(I64, 1))
-        rounded = b.add(bits, b.add(lsb, ir.Constant(I64, (1 << 44) - 1)))
-        masked = b.and_(rounded, ir.Constant(I64, -(1 << 45)))
-        result = b.fptrunc(b.bitcast(masked, F64), F32)
-        is_nan = b.fcmp_unordered("uno", value, value)
-        return b.select(is_nan, b.fptrunc(value, F32), result)
+        # double -> bf16: round to odd at float precision, then to nearest bf16; float
+        # has 16 more significand bits than bf16 at every exponent (subnormals too),
+        # so this is the correct rounding of the double, below the normal range too
+        return self.round_bf16(self._round_to_odd_f32(value))
 
     def _round_to_odd_f32(self, value: ir.Value) -> ir.Value:
         """A double as float rounded to odd: rounding that to half precision is the
@@ -340,6 +335,12 @@ class ExprLowering:
             return b.fneg(args[0], flags=flags)
         if fn == "abs":
             return intrinsic("fabs", args)
+        if fn in ("max", "min") and "nsz" not in flags:
+            # Exactly the interpreter's rule (docs/ir.md): ``a`` when ``a > b`` (``<`` for
+            # min) or ``b`` is NaN, else ``b``; llvm.maxnum leaves max(+0, -0) unspecified.
+            a, c = args
+            wins = b.fcmp_ordered(">" if fn == "max" else "<", a, c, flags=flags)
+            return b.select(b.or_(wins, b.fcmp_unordered("uno", c, c, flags=flags)), a, c)
         if fn == "max":
             return intrinsic("maxnum", args)
         if fn == "min":

@@ -87,6 +87,7 @@ from polyir.ir.nodes import (
 from polyir.ir.types import MemorySpace
 from polyir.ir.walk import FRAGMENT_NODES, buffers_used
 from polyir.llvm.exprs import ExprLowering
+from polyir.llvm.hints import reorders_float_reduction
 from polyir.llvm.hooks import I1, I32, I64, STACK_LIMIT_BYTES, LoweringHooks, where
 
 __all__ = ["LoweringHooks", "FunctionLowerer", "BufferBinding", "LoweredFunction",
@@ -480,7 +481,9 @@ class FunctionLowerer(ExprLowering):
             self.lower_body(loop.body)
             self.unbind(loop.var, previous)
 
-        self.emit_range_loop(lo, hi, loop.step, body, loop.var, loop_hints(loop))
+        self.emit_range_loop(lo, hi, loop.step, body, loop.var,
+                             loop_hints(loop, None if "reassoc" in self.hooks.float_flags
+                                        else self.function))
 
     def emit_range_loop(self, lo: ir.Value, hi: ir.Value, step: int,
                         body: Callable[[ir.Value], None], name: str = "i",
@@ -569,11 +572,16 @@ def byte_size(typ: ir.Type) -> int:
     return {ir.HalfType: 2, ir.FloatType: 4, ir.DoubleType: 8}.get(type(typ), 8)
 
 
-def loop_hints(loop: For) -> dict[str, int | None]:
+def loop_hints(loop: For, exact_in: Function | None = None) -> dict[str, int | None]:
     """LLVM loop properties for a loop's ``vectorize``/``unroll`` factors
-    (1 means "do not": no vectorisation / no unrolling)."""
+    (1 means "do not": no vectorisation / no unrolling). An explicit width lets
+    LLVM reorder float reductions, so when float order must be kept (``exact_in``,
+    the loop's function, given: no fast math) a loop that reduces floats across
+    its iterations gets no vectorize hint (``polyir.llvm.hints``)."""
     hints: dict[str, int | None] = {}
-    if loop.vectorize > 1:
+    if loop.vectorize > 1 and exact_in is not None and reorders_float_reduction(loop, exact_in):
+        pass
+    elif loop.vectorize > 1:
         hints["llvm.loop.vectorize.width"] = loop.vectorize
         hints["llvm.loop.vectorize.enable"] = 1
     elif loop.vectorize == 1:

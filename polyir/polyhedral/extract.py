@@ -7,8 +7,9 @@ function:
   ``S[i, j]`` whose parameters are the function's symbols; its domain holds
   the loop bounds, strides and the conditions of enclosing ``if``s (an
   ``else`` branch contributes the negation, a union);
-* the context says every symbol is ``>= 0`` and every buffer dimension
-  ``>= 1``;
+* the context is :func:`polyir.polyhedral.assumptions.assumptions`: every
+  symbol ``>= 0`` and every buffer dimension ``>= 0`` (an empty array is a
+  legal argument); backends check the symbols at call time;
 * read and write access relations ``S[i, j] -> C[i, j]``; a non-affine
   subscript (a gather) makes that buffer dimension a *may* access over the
   whole extent of the dimension;
@@ -61,6 +62,7 @@ from polyir.ir.nodes import (
     Var,
     to_affine,
 )
+from polyir.polyhedral.assumptions import assumptions
 
 ISL_KEYWORDS = frozenset({
     "exists", "and", "or", "implies", "not", "mod", "floor", "ceil", "ceild",
@@ -433,9 +435,7 @@ class _Extractor:
         self.context = self._context()
 
     def _context(self) -> isl.Set:
-        parts = [f"{isl_name(p)} >= 0" for p in self.params]
-        for buf in self.buffers.values():
-            parts += [f"{aff_to_isl(d, {})} >= 1" for d in buf.shape]
+        parts = [f"{aff_to_isl(aff, {})} >= 0" for aff in assumptions(self.function)]
         body = " and ".join(parts) if parts else "true"
         return isl.Set(f"{self.param_text} -> {{ : {body} }}", context=self.ctx)
 

@@ -33,6 +33,7 @@ from polyir.errors import ArgumentError, DeviceError
 from polyir.ir.nodes import Buffer, Launch, Module, Symbol
 from polyir.ir.types import DType, round_to_bf16
 from polyir.llvm.lower import LoweredFunction
+from polyir.polyhedral.assumptions import check_symbol
 
 MAX_STATIC_SHARED = 48 * 1024
 
@@ -175,7 +176,8 @@ class CudaProgram:
                 if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
                     raise ArgumentError(f"{entry.name}: argument {position} ('{param.name}') must "
                                         f"be an int, got {type(value).__name__}")
-                symbols[param.name] = int(value)
+                symbols[param.name] = check_symbol(int(value), param.name,
+                                                   f"{entry.name}: argument {position}")
             else:
                 buffers[param.name] = self._device_argument(param, value, position)
         for param in entry.params:

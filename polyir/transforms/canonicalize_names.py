@@ -54,5 +54,10 @@ class CanonicalizeNames:
 
     prefix: str = "S"
 
+    def __post_init__(self) -> None:
+        if not (self.prefix.isascii() and self.prefix.isidentifier()):
+            raise ValueError(f"prefix must be an ASCII identifier (statement names are "
+                             f"'{{prefix}}0', ...), not {self.prefix!r}")
+
     def run(self, module: Module) -> Module:
         return canonicalize_names(module, self.prefix)

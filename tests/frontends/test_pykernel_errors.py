@@ -56,6 +56,19 @@ def k_early_return(A):
     A[1] = 2.0
 
 
+def k_return_in_if(A):
+    for i in range(A.shape[0]):
+        if i == 3:
+            return  # REFUSED
+        A[i] = 1.0
+
+
+def k_return_in_loop(A):
+    for i in range(A.shape[0]):
+        A[i] = 1.0
+        return  # REFUSED
+
+
 def helper(x):
     return x + 1.0
 
@@ -183,6 +196,8 @@ def k_string(A):
 DECORATION_REFUSALS = [
     (k_while, "while loop"), (k_break, "break"), (k_continue, "continue"),
     (k_return_value, "return with a value"), (k_early_return, "'return' before the end"),
+    (k_return_in_if, "'return' inside a loop or an 'if'"),
+    (k_return_in_loop, "'return' inside a loop or an 'if'"),
     (k_call, "call to function 'helper'"), (k_print, "call to function 'print'"),
     (k_slice, "slicing 'A[i, 1:3]'"), (k_numpy, "numpy/torch call 'np.sum(...)'"),
     (k_nested_def, "nested function definition"), (k_lambda, "lambda"),

@@ -239,7 +239,7 @@ def lower_div(ctx: LoweringContext, node: torch.fx.Node, a: Operand, b: Operand,
         def rounded(x: Expr, y: Expr) -> Expr:
             q = BinOp("/", x, y)
             if rounding_mode == "floor":
-                return Call("floor", (q,))
+                return scalar.floor_div_float(x, y, dtype)
             return Select(Compare("<", q, const(0, dtype)), Call("ceil", (q,)), Call("floor", (q,)))
         return pointwise(ctx, node, [a, b], dtype, rounded)
     if rounding_mode == "trunc":

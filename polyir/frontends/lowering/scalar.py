@@ -47,17 +47,43 @@ def round_half_away(a: Expr, dtype: DType) -> Expr:
 
 
 def fmod(x: Expr, y: Expr, dtype: DType) -> Expr:
-    """C's ``fmod``: the remainder has the sign of the dividend."""
-    if not dtype.is_float:
-        return BinOp("%", x, y)
-    return BinOp("-", x, BinOp("*", trunc(BinOp("/", x, y), dtype), y))
+    """C's ``fmod``: the remainder has the sign of the dividend (for floats the
+    IR's ``%``, exact, as ``torch.fmod``)."""
+    return BinOp("%", x, y)
+
+
+def _fixed_remainder(x: Expr, y: Expr, dtype: DType) -> tuple[Expr, Expr]:
+    """``(fmod(x, y), whether it has the wrong sign for Python's %)``."""
+    zero = const(0, dtype)
+    rest = BinOp("%", x, y)
+    wrong_sign = BinOp("and", Compare("!=", rest, zero),
+                       Compare("!=", Compare("<", rest, zero), Compare("<", y, zero)))
+    return rest, wrong_sign
+
+
+def floor_div_float(x: Expr, y: Expr, dtype: DType) -> Expr:
+    """``torch.div(x, y, rounding_mode="floor")`` on floats, as eager computes it
+    (Python's float ``//``): from the exact ``fmod``, ``(x - mod) / y`` corrected
+    by one, rounded to the nearest integer; a zero quotient has the sign of
+    ``x / y``; ``y == 0`` gives ``x / y``."""
+    zero, one = const(0, dtype), const(1, dtype)
+    rest, wrong_sign = _fixed_remainder(x, y, dtype)
+    div = BinOp("-", BinOp("/", BinOp("-", x, rest), y), Select(wrong_sign, one, zero))
+    low = Call("floor", (div,))
+    rounded = Select(Compare(">", BinOp("-", div, low), const(0.5, dtype)), BinOp("+", low, one), low)
+    quotient = BinOp("/", x, y)
+    signed_zero = Select(Compare("<", BinOp("/", one, quotient), zero), const(-0.0, dtype), zero)
+    return Select(Compare("==", y, zero), quotient,
+                  Select(Compare("!=", div, zero), rounded, signed_zero))
 
 
 def remainder(x: Expr, y: Expr, dtype: DType) -> Expr:
-    """Python's ``%``: the remainder has the sign of the divisor."""
+    """Python's ``%``: the remainder has the sign of the divisor (floats: as
+    ``torch.remainder``, ``fmod`` plus the divisor when the signs differ)."""
     zero = const(0, dtype)
     if dtype.is_float:
-        return BinOp("-", x, BinOp("*", Call("floor", (BinOp("/", x, y),)), y))
+        rest, wrong_sign = _fixed_remainder(x, y, dtype)
+        return Select(wrong_sign, BinOp("+", rest, y), rest)
     rest = BinOp("%", x, y)
     wrong_sign = BinOp("and", Compare("!=", rest, zero),
                        Compare("!=", Compare("<", rest, zero), Compare("<", y, zero)))

@@ -199,11 +199,19 @@ def f_cos(x: float) -> float:
 
 
 def f_floor(x: float) -> float:
-    return x if x != x or x in (INF, -INF) else float(math.floor(x))
+    """C's ``floor``: a zero result keeps the sign of ``x`` (``floor(-0.0) = -0.0``)."""
+    if x != x or x in (INF, -INF):
+        return x
+    result = float(math.floor(x))
+    return math.copysign(0.0, x) if result == 0.0 else result
 
 
 def f_ceil(x: float) -> float:
-    return x if x != x or x in (INF, -INF) else float(math.ceil(x))
+    """C's ``ceil``: a zero result keeps the sign of ``x`` (``ceil(-0.5) = -0.0``)."""
+    if x != x or x in (INF, -INF):
+        return x
+    result = float(math.ceil(x))
+    return math.copysign(0.0, x) if result == 0.0 else result
 
 
 def f_pow(a: float, b: float) -> float:
