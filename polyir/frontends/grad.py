@@ -11,6 +11,7 @@ polyir generates forward code only; its outputs never carry an autograd graph.
 """
 from __future__ import annotations
 
+import types
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -66,4 +67,7 @@ def eager_when_training(compiled: Callable[..., Any], eager: Callable[..., Any],
             return eager(*args)
         return compiled(*args)
 
+    if isinstance(compiled, types.FunctionType):
+        call.__dict__.update(compiled.__dict__)  # e.g. ``run.polyir`` of a dynamic graph
+    call.compiled = compiled  # type: ignore[attr-defined]
     return call
