@@ -28,7 +28,7 @@ from polyir.target import Target, resolve
 LOGGER = logging.getLogger("polyir.driver")
 
 _PIPELINES = {
-    "cpu": "",
+    "cpu": "distribute,auto-tile",
     "interpret": "",
     "cuda": "mark-parallel,gpu-map",
 }
@@ -37,8 +37,10 @@ _PIPELINES = {
 def default_pipeline(target: Target | str | None = None) -> str:
     """The pass pipeline compiled code gets for ``target`` unless a pipeline is given.
 
-    CPU and interpreter: none yet (fusion and tiling will come first); CUDA:
-    ``mark-parallel,gpu-map`` (parallel loops become grids and blocks).
+    CPU: ``distribute,auto-tile`` (perfect bands, then tiling, packing and
+    register tiles from the Target's cache and register facts; exact: no sum
+    changes order); interpreter: none; CUDA: ``mark-parallel,gpu-map``
+    (parallel loops become grids and blocks).
     """
     return _PIPELINES[resolve(target).kind]
 

@@ -46,6 +46,10 @@ def _initialise() -> None:
     triple = llvm.get_process_triple()
     cpu = llvm.get_host_cpu_name()
     features = llvm.get_host_cpu_features().flatten()
+    if "+avx512f" in features.split(","):
+        # LLVM tunes AVX-512 hosts to 256-bit vectors; the register tiles of
+        # polyir.tiling are sized for the full 512-bit registers (and 32 of them)
+        features += ",-prefer-256-bit"
     _STATE.update(triple=triple, cpu=cpu, features=features)
     machine = host_machine()
     sources = [p for d in ("llvm", "cpu") for p in (Path(__file__).parent.parent / d).glob("*.py")]

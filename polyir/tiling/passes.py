@@ -200,3 +200,39 @@ class Copies:
                                       self.names[k] if self.names else None)
             module = _replace_function(module, position, function)
         return module
+
+
+@register_pass("auto-tile")
+@dataclass(frozen=True)
+class AutoTile:
+    """Tile every band by the analytical model of ``polyir.tiling.sizes`` for the
+    target: matrix products get BLIS's plan (cache tiles, packed panels, a
+    register tile), smaller ones the register tile, strided nests a
+    unit-stride loop order. Each applied plan is a remark holding it as a
+    pipeline of ``tile``/``interchange``/``copies``/``split-tiles``/``unroll-jam``
+    passes; each band left alone says why. ``gemm_work`` and ``register_work``:
+    the instance counts (known extents) from which each plan is used."""
+
+    gemm_work: int = 1 << 21
+    register_work: int = 1 << 15
+
+    def run(self, module: Module, ctx: PassContext) -> Module:
+        from polyir.tiling.autotile import auto_tile_function
+        if ctx.target.kind not in ("cpu", "interpret"):
+            ctx.remark("auto-tile", f"module '{module.entry.name}'",
+                       f"not tiled: the plans are for CPUs, not {ctx.target.name}")
+            return module
+        functions: list[Function] = []
+        for function in module.functions:
+            if function.kind != "host":
+                functions.append(function)
+                continue
+
+            def remark(where: str, why: str, kind: str) -> None:
+                ctx.remark("auto-tile", where, why, kind)
+
+            functions.append(auto_tile_function(function, ctx.target, remark, self.gemm_work,
+                                                self.register_work))
+        if all(a is b for a, b in zip(functions, module.functions, strict=True)):
+            return module
+        return Module(tuple(functions))
