@@ -8,6 +8,8 @@ The public API is small:
 * ``polyir.parse``, ``str(module)``  the IR's text form
 * ``polyir.interpret``              the reference interpreter
 * ``polyir.transform``              run a pass pipeline
+* ``polyir.explain``                run a pipeline and report each pass's remarks and changes
+* ``polyir.draw``                   pictures of domains, dependences, schedules, tiles, fusion
 * ``polyir.verify``                 check IR
 * errors: ``ParseError``, ``VerifyError``, ``UnsupportedSyntax``,
   ``UnsupportedOp``, ``IllegalTransform``, ``PassError``, ``ArgumentError``
@@ -32,7 +34,7 @@ from polyir.errors import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "kernel", "compile", "parse", "interpret", "transform", "verify",
+    "kernel", "compile", "parse", "interpret", "transform", "explain", "verify",
     "PolyirError", "ParseError", "VerifyError", "UnsupportedSyntax", "UnsupportedOp",
     "IllegalTransform", "PassError", "ArgumentError", "CompileError", "DeviceError",
 ]
@@ -64,6 +66,12 @@ def transform(ir: Any, pipeline: str, **options: Any) -> Any:
     return _transform(ir, pipeline, **options)
 
 
+def explain(ir: Any, pipeline: Any, target: Any = None) -> Any:
+    """Run a pipeline pass by pass and report what each did and why not; see ``polyir.report.explain``."""
+    from polyir.report.explain import explain as _explain
+    return _explain(ir, pipeline, target)
+
+
 def kernel(func: Any = None, **options: Any) -> Any:
     """Decorator compiling a plain Python loop nest; see ``polyir.frontends.pykernel``."""
     from polyir.frontends.pykernel import kernel as _kernel
@@ -77,8 +85,8 @@ def compile(model: Any, example_inputs: Any, **options: Any) -> Any:  # noqa: A0
 
 
 def __getattr__(name: str) -> Any:
-    """``polyir.jax`` is imported on first use (it imports JAX, not torch)."""
-    if name == "jax":
+    """``polyir.jax`` (it imports JAX) and ``polyir.draw`` (matplotlib) are imported on first use."""
+    if name in ("jax", "draw"):
         import importlib
-        return importlib.import_module("polyir.jax")
+        return importlib.import_module(f"polyir.{name}")
     raise AttributeError(f"module 'polyir' has no attribute {name!r}")

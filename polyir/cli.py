@@ -3,6 +3,7 @@
     polyir-opt FILE --pipeline "simplify-bounds,canonicalize-names" [-o OUT]
                     [--target cpu|cuda:sm_80|...] [--remarks] [--emit polyir|mlir]
                     [--verify-each] [--dump-after-each] [--list-passes]
+                    [--draw domain|deps|nests|schedule|tiles|fusion --params N=6,M=4 -o x.png]
 
 ``FILE`` may be ``-`` for standard input. A ``.mlir`` file is read as affine
 MLIR (``polyir.frontends.mlir``); the result is written as MLIR with
@@ -10,7 +11,8 @@ MLIR (``polyir.frontends.mlir``); the result is written as MLIR with
 The input is verified before any pass runs, and the output of every pass
 after it (a pass whose output is invalid has failed). ``--target`` is what
 the passes see as the target (default: the host CPU). ``--remarks`` prints
-each pass's remarks (what it did not do and why) to standard error. Errors
+each pass's remarks (what it did not do and why) to standard error. ``--draw``
+writes a picture to ``-o`` instead of the IR (``polyir.draw.command``). Errors
 print ``polyir-opt: error: FILE:LINE:COL: message`` (or ``FILE: message``
 when there is no position) to standard error and exit with status 1; no
 traceback, and ``-o`` is not written.
@@ -50,6 +52,10 @@ def _argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dump-after-each", action="store_true",
                         help="print the IR after every pass to standard error")
     parser.add_argument("--list-passes", action="store_true", help="list the passes and their options")
+    parser.add_argument("--draw", metavar="WHAT",
+                        help="write a picture to -o instead of the IR: domain, deps, nests (of the result), "
+                             "schedule, tiles, fusion (input against result)")
+    parser.add_argument("--params", default="", help="symbol values for --draw, e.g. N=6,M=4")
     return parser
 
 
@@ -138,6 +144,10 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
             for remark in ctx.remarks:
                 stderr.write(f"remark: {remark}\n")
     verify(result)
+    if args.draw:
+        from polyir.draw.command import draw_command
+        draw_command(args.draw, module, result, args.params, args.output)
+        return
     emit = args.emit or ("mlir" if args.output and args.output.endswith(".mlir") else "polyir")
     if emit == "mlir":
         from polyir.frontends.mlir import export_mlir

@@ -28,19 +28,21 @@ from polyir.target import Target, resolve
 LOGGER = logging.getLogger("polyir.driver")
 
 _PIPELINES = {
-    "cpu": "distribute,auto-tile",
-    "interpret": "",
-    "cuda": "mark-parallel,gpu-map",
+    "cpu": "fuse,shrink-buffers,distribute,auto-tile",
+    "interpret": "fuse,shrink-buffers",
+    "cuda": "fuse,shrink-buffers,mark-parallel,gpu-map",
 }
 
 
 def default_pipeline(target: Target | str | None = None) -> str:
     """The pass pipeline compiled code gets for ``target`` unless a pipeline is given.
 
-    CPU: ``distribute,auto-tile`` (perfect bands, then tiling, packing and
-    register tiles from the Target's cache and register facts; exact: no sum
-    changes order); interpreter: none; CUDA: ``mark-parallel,gpu-map``
-    (parallel loops become grids and blocks).
+    Every target: ``fuse,shrink-buffers`` (slicing fusion by the cost model,
+    intermediates contracted to loop-scoped locals); CPU adds
+    ``distribute,auto-tile`` (perfect bands, then tiling, packing and register
+    tiles from the Target's cache and register facts; exact: no sum changes
+    order); CUDA adds ``mark-parallel,gpu-map`` (parallel loops become grids
+    and blocks).
     """
     return _PIPELINES[resolve(target).kind]
 
@@ -60,9 +62,15 @@ class InterpretedExecutable:
         interpret(self.ir, *args)
 
 
-def build(module: Module, target: Target | str | None = None, **options: Any) -> Any:
+def build(module: Module, target: Target | str | None = None, *, fast_math: bool = False,
+          **options: Any) -> Any:
     """Lower ``module`` for ``target`` (default: the native CPU) as it is: no pass
     runs here. ``options`` go to the backend (``cache_dir`` for the CPU).
+
+    ``fast_math``: the CPU backend may contract float multiply-adds into FMAs
+    and reassociate float operations (vectorised reductions); results then
+    differ from exact IEEE evaluation by rounding. The interpreter is always
+    exact; the CUDA backend ignores it (ptxas contracts multiply-adds anyway).
     Raises ``polyir.CompileError`` for IR the backend cannot lower (for CUDA,
     host code that is not mapped yet: use :func:`compile_ir`)."""
     resolved = resolve(target)
@@ -70,10 +78,10 @@ def build(module: Module, target: Target | str | None = None, **options: Any) ->
         return InterpretedExecutable(module, resolved)
     if resolved.kind == "cpu":
         from polyir.cpu.jit import build_cpu
-        return build_cpu(module, resolved, **options)
+        return build_cpu(module, resolved, fast_math=fast_math, **options)
     if resolved.kind == "cuda":
         from polyir.ptx.build import build_cuda
-        return build_cuda(module, resolved, **options)
+        return build_cuda(module, resolved)
     raise ValueError(f"no backend for target {resolved.name}")
 
 

@@ -45,6 +45,7 @@ PASS_MODULES: list[str] = [
     "polyir.polyhedral.passes",
     "polyir.gpu.passes",
     "polyir.tiling.passes",
+    "polyir.fusion.passes",
 ]
 """Modules imported (once, on first use of the registry) so that their passes
 register. An import error (a missing module included) propagates."""

@@ -20,6 +20,10 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+PARALLEL_MARGIN = 4.0
+"""How many times over the work a loop saves on threads must pay for a
+dispatch (see :attr:`Target.min_parallel_work`)."""
+
 
 @dataclass(frozen=True)
 class CacheLevel:
@@ -37,6 +41,14 @@ class Target:
     ``kind`` is ``"cpu"``, ``"cuda"`` or ``"interpret"`` (the reference
     interpreter; slow, exact, always available). ``cache_bytes`` repeats the
     sizes of ``caches`` (L1, L2, L3 data caches). GPU fields are 0 for CPUs.
+    ``vector_bits``: the SIMD width the CPU backend prefers (LLVM's
+    ``prefer-vector-width``; 512 on AVX-512 hosts, where 512-bit code ran the
+    demo models' kernels in 0.79-0.99x the time of 256-bit code).
+    ``parallel_dispatch_ns`` and ``work_unit_ns`` describe the CPU's parallel
+    runtime (see :attr:`min_parallel_work`); ``team_late_ns``: a team thread
+    that starts later than this after its dispatch means the cores are busy
+    with other work, and the loop runs serially for a while
+    (``polyir.cpu.policy.LateTeam``).
     """
 
     kind: str
@@ -46,8 +58,6 @@ class Target:
     fma: bool = True
     cache_bytes: tuple[int, ...] = (32 * 1024, 1024 * 1024, 32 * 1024 * 1024)
     caches: tuple[CacheLevel, ...] = ()
-    parallel_dispatch_ns: int = 5000
-    """What dispatching one parallel loop to the worker threads costs (measured)."""
     sm: int = 0
     sm_count: int = 0
     shared_memory_bytes: int = 0
@@ -62,10 +72,35 @@ class Target:
     l2_bytes: int = 0
     warp_size: int = 32
     mma_shapes: tuple[str, ...] = field(default=())
+    parallel_dispatch_ns: float = 2000.0
+    work_unit_ns: float = 0.1
+    team_late_ns: int = 200_000
 
     @property
     def name(self) -> str:
         return f"cuda:sm_{self.sm}" if self.kind == "cuda" else self.kind
+
+    @property
+    def min_parallel_work(self) -> float:
+        """The estimated work (``polyir.cpu.policy`` units) above which a
+        parallel loop runs on ``cores`` threads rather than serially.
+
+        Derived from two facts of the machine: ``parallel_dispatch_ns``, what
+        one dispatch through the OpenMP runtime costs when the team's threads
+        have their cores (``python -m bench.cpu_runtime --sections dispatch``:
+        about 2 us on this project's 2-core host), and ``work_unit_ns``, the
+        time of one work unit of a vectorised loop on one core (0.04-0.15 ns
+        measured, 0.1 taken). Threads save ``work * (1 - 1/cores)`` and must
+        pay for the dispatch ``PARALLEL_MARGIN`` times over (a machine shared
+        with other work seldom gives every thread its core at once), so the
+        threshold is ``PARALLEL_MARGIN * dispatch / unit * cores / (cores - 1)``
+        (160,000 units, about 16 us of serial work, on 2 cores); infinite on
+        one core.
+        """
+        if self.cores <= 1:
+            return float("inf")
+        return PARALLEL_MARGIN * self.parallel_dispatch_ns / self.work_unit_ns \
+            * self.cores / (self.cores - 1)
 
     @property
     def vector_lanes_f32(self) -> int:
@@ -130,6 +165,11 @@ def host_vector_facts() -> tuple[int, int, bool]:
     if "avx2" in has or "avx" in has:
         return 256, 16, "fma" in has
     return 128, 16, False
+
+
+def host_vector_bits() -> int:
+    """The host's vector width in bits (:func:`host_vector_facts`)."""
+    return host_vector_facts()[0]
 
 
 def cpu(cores: int | None = None) -> Target:
@@ -215,4 +255,4 @@ def resolve(target: Target | str | None) -> Target:
 
 
 __all__ = ["Target", "CacheLevel", "GpuFacts", "GPU_TABLE", "cpu", "cuda", "interpret", "resolve",
-           "host_caches", "host_vector_facts"]
+           "host_caches", "host_vector_facts", "host_vector_bits", "PARALLEL_MARGIN"]

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from polyir.errors import ArgumentError
+from polyir.ir.affine import Aff
 from polyir.ir.nodes import Buffer, Function, Symbol
 from polyir.ir.types import DType, round_to_bf16
 from polyir.llvm.lower import ParamSlot
@@ -87,6 +88,18 @@ def _scalar(value: Any, param: Buffer, position: int, fname: str) -> np.ndarray:
     return array
 
 
+def _byte_bounds(array: np.ndarray) -> tuple[int, int]:
+    """First and one-past-last byte an array may touch (any strides)."""
+    interface = array.__array_interface__
+    low = high = interface["data"][0]
+    for extent, stride in zip(array.shape, array.strides, strict=True):
+        if stride < 0:
+            low += stride * (extent - 1)
+        else:
+            high += stride * (extent - 1)
+    return low, high + array.itemsize
+
+
 def _symbol_value(value: Any, name: str, position: int, fname: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ArgumentError(f"{fname}: argument {position} (symbol '{name}') must be an int, "
@@ -99,8 +112,21 @@ class _BufferPlan:
     position: int
     param: Buffer
     numpy_dtype: np.dtype
+    typestr: str                              # numpy's __array_interface__ typestr
+    itemsize: int
     defines: tuple[tuple[int, str], ...]      # (axis, symbol) the array's shape defines
+    dims: tuple[int | str | Aff, ...]         # each dimension: constant, symbol or Aff
     signature_text: str
+    written: bool
+
+
+def _dimension(dim: Aff) -> int | str | Aff:
+    if dim.is_constant:
+        return dim.constant
+    if len(dim.terms) == 1 and dim.constant == 0 and dim.terms[0][1] == 1 \
+            and isinstance(dim.terms[0][0], str):
+        return dim.terms[0][0]
+    return dim
 
 
 class ArgumentBinder:
@@ -127,9 +153,21 @@ class ArgumentBinder:
                         and isinstance(dim.terms[0][0], str) and dim.terms[0][0] not in defined:
                     defines.append((axis, dim.terms[0][0]))
                     defined.add(dim.terms[0][0])
-            self.plans.append(_BufferPlan(position, param, param.dtype.numpy, tuple(defines),
-                                          ", ".join(str(d) for d in param.shape)))
+            numpy_dtype = np.dtype(param.dtype.numpy)
+            self.plans.append(_BufferPlan(position, param, numpy_dtype, numpy_dtype.str,
+                                          numpy_dtype.itemsize, tuple(defines),
+                                          tuple(_dimension(d) for d in param.shape),
+                                          ", ".join(str(d) for d in param.shape),
+                                          param.name in written))
         self.undefined = [s.name for s in slots if s.kind == "symbol" and s.name not in defined]
+        # each LLVM parameter: (argument position, "") for a buffer, (-1, name) for a symbol
+        self._slot_sources: list[tuple[int, str]] = []
+        position_of = {p.name: k for k, p in enumerate(function.params)}
+        for slot in self.slots:
+            if slot.kind == "buffer":
+                self._slot_sources.append((position_of[slot.name], ""))
+            else:
+                self._slot_sources.append((-1, slot.name))
 
     def bind(self, args: Sequence[Any]) -> BoundCall:
         """Check ``args`` and return the raw call values; raises ``ArgumentError``."""
@@ -141,74 +179,132 @@ class ArgumentBinder:
         if self.undefined:
             raise ArgumentError(f"{fname}: symbol '{self.undefined[0]}' is not defined by any "
                                 f"argument")
-        arrays: dict[str, np.ndarray] = {}
         symbols: dict[str, int] = {}
-        for position, (plan, param, value) in enumerate(zip(self.plans, params, args, strict=True)):
+        arrays: list[np.ndarray | None] = []
+        pointers: list[int] = []
+        interfaces: list[dict[str, Any] | None] = []
+        for plan, param, value in zip(self.plans, params, args, strict=True):
             if plan is None:
-                symbols[param.name] = _symbol_value(value, param.name, position, fname)
+                symbols[param.name] = _symbol_value(value, param.name, len(arrays), fname)
+                arrays.append(None)
+                pointers.append(0)
+                interfaces.append(None)
                 continue
             array = value if type(value) is np.ndarray else \
                 _as_array(value, plan.param, plan.position, fname)
-            if array.dtype != plan.numpy_dtype:
+            interface = array.__array_interface__
+            if interface["typestr"] != plan.typestr and array.dtype != plan.numpy_dtype:
                 raise ArgumentError(f"{fname}: argument {plan.position} ('{param.name}') has "
                                     f"dtype {array.dtype}; expected {plan.numpy_dtype} for "
                                     f"{plan.param.dtype}")
-            if array.ndim != plan.param.rank:
+            shape = interface["shape"]
+            if len(shape) != plan.param.rank:
                 raise ArgumentError(f"{fname}: argument {plan.position} ('{param.name}') has "
-                                    f"rank {array.ndim}; expected {plan.param.rank} "
+                                    f"rank {len(shape)}; expected {plan.param.rank} "
                                     f"(shape [{plan.signature_text}])")
-            if param.name in self.written and not array.flags.writeable:
+            pointer, readonly = interface["data"]
+            if plan.written and readonly:
                 raise ArgumentError(f"{fname}: argument {plan.position} ('{param.name}') is "
                                     f"written but the array is read-only")
             for axis, symbol in plan.defines:
-                symbols[symbol] = array.shape[axis]
-            arrays[param.name] = array
-        _check_shapes(self.function, arrays, symbols, fname)
-        if len(arrays) > 1 and self.written:
-            _check_overlap(arrays, self.written, fname)
+                symbols[symbol] = shape[axis]
+            arrays.append(array)
+            pointers.append(pointer)
+            interfaces.append(interface)
+        self._check_shapes(interfaces, symbols)
+        if self.written and len(arrays) > 1:
+            self._check_overlap(arrays, interfaces, pointers)
 
         bound = BoundCall([])
-        for slot in self.slots:
-            if slot.kind == "buffer":
-                array = arrays[slot.name]
-                if not array.flags.c_contiguous:
-                    contiguous = np.ascontiguousarray(array)
-                    if array.flags.writeable:
-                        bound.copy_back.append((array, contiguous))
-                    array = contiguous
-                bound.keep_alive.append(array)
-                bound.values.append(array.__array_interface__["data"][0])
-            elif slot.kind == "symbol":
-                bound.values.append(symbols[slot.name])
+        for position, symbol in self._slot_sources:
+            if position < 0:
+                bound.values.append(symbols[symbol])
+                continue
+            given = arrays[position]
+            described = interfaces[position]
+            assert given is not None and described is not None
+            pointer = pointers[position]
+            if described["strides"] is not None and not given.flags.c_contiguous:
+                contiguous = np.ascontiguousarray(given)
+                if given.flags.writeable:
+                    bound.copy_back.append((given, contiguous))
+                given = contiguous
+                pointer = contiguous.__array_interface__["data"][0]
+            bound.keep_alive.append(given)
+            bound.values.append(pointer)
         return bound
 
+    def prepare(self, shapes: Sequence[tuple[int, ...] | None]) -> list[int | None]:
+        """The raw call values for arguments of ``shapes`` (``None`` for a
+        ``Symbol`` parameter, which this does not support): the symbol words
+        filled in, ``None`` where each call puts a buffer's data pointer.
+        Raises ``ArgumentError`` when the shapes do not fit the parameters."""
+        symbols: dict[str, int] = {}
+        for plan, shape in zip(self.plans, shapes, strict=True):
+            if plan is None or shape is None:
+                raise ArgumentError(f"{self.fname}: prepared calls need every parameter to be "
+                                    f"a buffer")
+            if len(shape) != plan.param.rank:
+                raise ArgumentError(f"{self.fname}: argument {plan.position} "
+                                    f"('{plan.param.name}') has rank {len(shape)}; expected "
+                                    f"{plan.param.rank}")
+            for axis, symbol in plan.defines:
+                symbols[symbol] = shape[axis]
+        if self.undefined:
+            raise ArgumentError(f"{self.fname}: symbol '{self.undefined[0]}' is not defined by "
+                                f"any argument")
+        self._check_shapes([{"shape": tuple(s)} for s in shapes if s is not None], symbols)
+        return [symbols[symbol] if position < 0 else None
+                for position, symbol in self._slot_sources]
 
-def _check_shapes(function: Function, arrays: dict[str, np.ndarray], symbols: dict[str, int],
-                  fname: str) -> None:
-    for position, param in enumerate(function.params):
-        if not isinstance(param, Buffer):
-            continue
-        actual = arrays[param.name].shape
-        try:
-            expected = tuple(dim.evaluate(symbols) for dim in param.shape)
-        except KeyError as missing:
-            raise ArgumentError(f"{fname}: the shape of '{param.name}' uses symbol {missing} "
-                                f"that no argument defines") from None
-        if tuple(actual) != expected:
-            dims = ", ".join(str(d) for d in param.shape)
-            raise ArgumentError(f"{fname}: argument {position} ('{param.name}') has shape "
-                                f"{tuple(actual)}; expected [{dims}] = {expected}")
-        if any(d < 0 for d in expected):
-            raise ArgumentError(f"{fname}: negative size in the shape of '{param.name}': "
-                                f"{expected}")
+    def _check_shapes(self, interfaces: Sequence[dict[str, Any] | None],
+                      symbols: dict[str, int]) -> None:
+        fname = self.fname
+        for plan, interface in zip(self.plans, interfaces, strict=True):
+            if plan is None or interface is None:
+                continue
+            actual = tuple(interface["shape"])
+            expected = []
+            for dim in plan.dims:
+                if isinstance(dim, int):
+                    expected.append(dim)
+                elif isinstance(dim, str):
+                    if dim not in symbols:
+                        raise ArgumentError(f"{fname}: the shape of '{plan.param.name}' uses "
+                                            f"symbol '{dim}' that no argument defines")
+                    expected.append(symbols[dim])
+                else:
+                    try:
+                        expected.append(dim.evaluate(symbols))
+                    except KeyError as missing:
+                        raise ArgumentError(f"{fname}: the shape of '{plan.param.name}' uses "
+                                            f"symbol {missing} that no argument defines") from None
+            if actual != tuple(expected):
+                raise ArgumentError(f"{fname}: argument {plan.position} ('{plan.param.name}') "
+                                    f"has shape {actual}; expected [{plan.signature_text}] = "
+                                    f"{tuple(expected)}")
+            if any(d < 0 for d in expected):
+                raise ArgumentError(f"{fname}: negative size in the shape of "
+                                    f"'{plan.param.name}': {tuple(expected)}")
 
-
-def _check_overlap(arrays: dict[str, np.ndarray], written: set[str], fname: str) -> None:
-    names = [n for n, a in arrays.items() if a.size > 0]
-    for i, first in enumerate(names):
-        for second in names[i + 1:]:
-            if (first in written or second in written) \
-                    and np.may_share_memory(arrays[first], arrays[second]):
-                raise ArgumentError(f"{fname}: arguments '{first}' and '{second}' overlap in "
-                                    f"memory; native code assumes distinct buffers")
-
+    def _check_overlap(self, arrays: Sequence[np.ndarray | None],
+                       interfaces: Sequence[dict[str, Any] | None],
+                       pointers: Sequence[int]) -> None:
+        """A written argument may share no byte with another argument (byte
+        ranges compared, as ``np.may_share_memory`` does by default)."""
+        ranges: list[tuple[int, int, str, bool]] = []
+        for plan, array, interface, pointer in zip(self.plans, arrays, interfaces, pointers,
+                                                   strict=True):
+            if plan is None or array is None or interface is None or array.size == 0:
+                continue
+            if interface["strides"] is None:
+                low, high = pointer, pointer + array.size * plan.itemsize
+            else:
+                low, high = _byte_bounds(array)
+            ranges.append((low, high, plan.param.name, plan.written))
+        for i, (low, high, first, first_written) in enumerate(ranges):
+            for other_low, other_high, second, second_written in ranges[i + 1:]:
+                if (first_written or second_written) and low < other_high and other_low < high:
+                    raise ArgumentError(f"{self.fname}: arguments '{first}' and '{second}' "
+                                        f"overlap in memory; native code assumes distinct "
+                                        f"buffers")

@@ -1,73 +1,49 @@
-"""CPU lowering hooks: host math, and outlining of parallel loops.
+"""CPU lowering hooks: host math, fast-math flags, and parallel loops on OpenMP.
 
-An outermost ``parallel`` loop becomes
-
-* ``i32 @F.parN.body(ptr noalias buffers..., i64 values..., i64 begin, i64 end)``
-  (internal): iterations ``begin <= k < end`` of the loop, ``var = lo + k*step``;
-* ``i32 @F.parN(ptr ctx, i64 begin, i64 end)``: reads the captured pointers and
-  values from the context struct and calls the body;
-* at the loop's place in the caller: the context struct on the stack and a
-  call ``parallel_for(@F.parN, ctx, trip_count)`` through the function's last
-  parameter, a pointer to the runtime's dispatcher (``polyir.cpu.parallel``),
-  which runs chunks of ``[0, trip_count)`` on a thread pool through the
-  module's ``polyir.drain`` (emitted with the first parallel loop).
-
-Local buffers used only inside the loop are private to each chunk (allocated
-in ``@F.parN.body``); locals used elsewhere too are shared.
+An outermost ``parallel`` loop is outlined and dispatched through the OpenMP
+runtime when ``cores > 1`` and its estimated work pays for the dispatch
+(``polyir.cpu.parallel``, ``polyir.cpu.policy``); with ``cores <= 1`` it is an
+ordinary serial loop.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from llvmlite import ir
 
-from polyir.cpu.parallel import emit_drain
-from polyir.ir.nodes import Buffer, For, Function, If, Node
+from polyir.cpu.parallel import emit_parallel_loop
+from polyir.ir.nodes import For
 from polyir.ir.types import DType
-from polyir.ir.walk import buffers_used, walk_nodes
-from polyir.llvm.hooks import I32, I64, LoweringHooks
-from polyir.llvm.lower import FunctionLowerer, loop_hints
+from polyir.llvm.hooks import LoweringHooks
+from polyir.llvm.lower import FunctionLowerer
 from polyir.llvm.mathlib import emit_exp_f32, emit_tanh_f32
 
-PTR = ir.PointerType()
-PARALLEL_FOR_TYPE = ir.FunctionType(I32, [PTR, PTR, I64])
-"""``i32 parallel_for(ptr chunk_fn, ptr ctx, i64 trip_count)``."""
-CHUNK_TYPE = ir.FunctionType(I32, [PTR, I64, I64])
-"""``i32 chunk_fn(ptr ctx, i64 begin, i64 end)``."""
-
-
-def _occurrences(nodes: Iterable[Node], loop: For) -> int:
-    """How many times the object ``loop`` occurs in ``nodes`` (IR may share subtrees)."""
-    return sum(1 for node in walk_nodes(nodes) if node is loop)
-
-
-def _used_outside(nodes: Iterable[Node], loop: For) -> set[str]:
-    """Buffers used in ``nodes`` outside the node ``loop`` (by identity)."""
-    found: set[str] = set()
-    for node in nodes:
-        if node is loop:
-            continue
-        if isinstance(node, For):
-            found |= _used_outside(node.body, loop)
-        elif isinstance(node, If):
-            found |= _used_outside(node.then_body, loop) | _used_outside(node.else_body, loop)
-        else:
-            found |= buffers_used([node])
-    return found
+FAST_MATH_FLAGS = ("contract", "reassoc", "nsz")
+"""LLVM fast-math flags of float operations under ``fast_math=True``: FMA
+contraction, reassociation (vectorised reductions) and no signed zeros. NaN
+and infinity semantics stay exact (no ``nnan``/``ninf``/``afn``/``arcp``)."""
 
 
 class CpuHooks(LoweringHooks):
-    """Host CPU: address space 0, libm/LLVM intrinsics, parallel loops outlined
-    when ``cores > 1`` (serial otherwise)."""
+    """Host CPU: address space 0, inline f32 math, parallel loops on OpenMP.
+
+    ``cores``: threads of a dispatch (``<= 1``: every loop serial);
+    ``min_parallel_work``: the work estimate above which a parallel loop runs
+    on threads (``Target.min_parallel_work``); ``fast_math``: float operations
+    carry :data:`FAST_MATH_FLAGS`; ``team_late_ns``, ``work_unit_ns``: the
+    ``Target``'s (``polyir.cpu.policy.LateTeam``).
+    """
 
     returns_status = True
 
-    def __init__(self, cores: int = 1):
+    def __init__(self, cores: int = 1, min_parallel_work: float = 0.0, fast_math: bool = False,
+                 team_late_ns: int = 200_000, work_unit_ns: float = 0.1):
         self.cores = cores
-
-    def function_params(self, function: Function) -> list[tuple[str, ir.Type]]:
-        # typed so that llvmlite can call through it; prints as a plain pointer
-        return [("parallel_for", PARALLEL_FOR_TYPE.as_pointer())]
+        self.min_parallel_work = min_parallel_work
+        self.fast_math = fast_math
+        self.team_late_ns = team_late_ns
+        self.work_unit_ns = work_unit_ns
+        self.float_flags = FAST_MATH_FLAGS if fast_math else ()
 
     def math_call(self, lowerer: FunctionLowerer, fn: str, args: Sequence[ir.Value],
                   dtype: DType) -> ir.Value | None:
@@ -86,82 +62,5 @@ class CpuHooks(LoweringHooks):
         if self.cores <= 1:
             lowerer.lower_serial_loop(loop)
             return
-        b = lowerer.builder
-        lo, hi = lowerer.loop_bounds(loop)
-        span = b.sub(hi, lo)
-        step = ir.Constant(I64, loop.step)
-        trip = b.sdiv(b.add(span, ir.Constant(I64, loop.step - 1)), step)
-        trip = b.select(b.icmp_signed(">", span, ir.Constant(I64, 0)), trip, ir.Constant(I64, 0))
-
-        used = buffers_used(loop.body)
-        local_names = {buf.name for buf in lowerer.function.locals}
-        body = lowerer.function.body
-        private_names = (used & local_names) - _used_outside(body, loop) \
-            if _occurrences(body, loop) == 1 else set()
-        shared = [name for name in lowerer.buffers if name in used and name not in private_names]
-        values = sorted(lowerer.vars)
-        private = [buf for buf in lowerer.function.locals if buf.name in private_names]
-
-        chunk = self._outline(lowerer, loop, shared, values, private)
-        emit_drain(lowerer.llvm_module)
-        ctx_type = ir.LiteralStructType([PTR] * len(shared) + [I64] * (len(values) + 1))
-        ctx = lowerer.entry_alloca(ctx_type, name=f"{chunk.name}.ctx")
-        fields = [lowerer.buffers[n].pointer for n in shared] + [lowerer.vars[v] for v in values]
-        for position, value in enumerate(fields + [lo]):
-            slot = b.gep(ctx, [ir.Constant(I32, 0), ir.Constant(I32, position)], inbounds=True,
-                         source_etype=ctx_type)
-            b.store(value, slot)
-        dispatcher = lowerer.llfunc.args[-1]
-        status = b.call(dispatcher, [chunk, ctx, trip])
-        failed = b.icmp_signed("!=", status, ir.Constant(I32, 0))
-        lowerer.fail_if(failed, status, f"{chunk.name}.done")
-
-    def _outline(self, lowerer: FunctionLowerer, loop: For, shared: list[str],
-                 values: list[str], private: list[Buffer]) -> ir.Function:
-        module = lowerer.llvm_module
-        base = f"{lowerer.llfunc.name}.par{len(lowerer.outlined)}"
-        while base in module.globals:
-            base += "_"
-        lowerer.outlined.append(base)
-        arg_types = [PTR] * len(shared) + [I64] * (len(values) + 3)
-        body_fn = ir.Function(module, ir.FunctionType(I32, arg_types), f"{base}.body")
-        body_fn.linkage = "internal"
-        inner = FunctionLowerer(module, lowerer.function, body_fn, self)
-        inner.parallel_depth = 1
-        inner.outlined = lowerer.outlined
-        args = list(body_fn.args)
-        for name, arg in zip(shared, args, strict=False):
-            arg.name = name
-            arg.add_attribute("noalias")
-        for name, arg in zip(values, args[len(shared):], strict=False):
-            arg.name = name
-            inner.bind(name, arg)
-        lo, begin, end = args[-3:]
-        lo.name, begin.name, end.name = f"{loop.var}.lo", "begin", "end"
-        for name, arg in zip(shared, args, strict=False):
-            inner.bind_buffer(lowerer.buffers[name].buffer, arg)
-        inner.allocate_locals(private)
-        inner.ensure_locals(loop.locals)  # the parallel loop's own loop-scoped locals, per thread
-
-        def iteration(k: ir.Value) -> None:
-            scaled = inner.builder.mul(k, ir.Constant(I64, loop.step))
-            scaled.flags.append("nsw")
-            value = inner.builder.add(lo, scaled)
-            value.flags.append("nsw")
-            inner.bind(loop.var, value)
-            inner.lower_body(loop.body)
-
-        inner.emit_range_loop(begin, end, 1, iteration, f"{loop.var}.k", loop_hints(loop))
-        inner.finish()
-
-        chunk = ir.Function(module, CHUNK_TYPE, base)
-        ctx_arg, begin_arg, end_arg = chunk.args
-        cb = ir.IRBuilder(chunk.append_basic_block("entry"))
-        ctx_type = ir.LiteralStructType([PTR] * len(shared) + [I64] * (len(values) + 1))
-        loaded = []
-        for position, typ in enumerate(ctx_type.elements):
-            slot = cb.gep(ctx_arg, [ir.Constant(I32, 0), ir.Constant(I32, position)],
-                          inbounds=True, source_etype=ctx_type)
-            loaded.append(cb.load(slot, typ=typ))
-        cb.ret(cb.call(body_fn, loaded + [begin_arg, end_arg]))
-        return chunk
+        emit_parallel_loop(lowerer, loop, self.cores, self.min_parallel_work, self.team_late_ns,
+                           self.work_unit_ns)

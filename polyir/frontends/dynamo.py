@@ -22,7 +22,7 @@ def polyir_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
     """A dynamo backend: compile ``gm`` for ``example_inputs``.
 
     ``options`` (from ``torch.compile(..., options={...})``) are
-    ``polyir.compile``'s: ``target``, ``pipeline`` (``fallback`` is always on
+    ``polyir.compile``'s: ``target``, ``pipeline``, ``fast_math`` (``fallback`` is always on
     under torch.compile: unsupported operators run in eager). ``mode`` is
     ignored.
     """

@@ -32,6 +32,7 @@ import torch.utils._pytree as pytree
 from polyir.errors import ArgumentError, UnsupportedOp
 from polyir.frontends.aten import LoweredSegment, lower_segment, op_name, unsupported_reason
 from polyir.frontends.aten.context import node_meta
+from polyir.frontends.fxrun import MISS, PreparedPlan, input_signature
 from polyir.frontends.lowering.partition import group_by_fallback_depth
 from polyir.frontends.lowering.registry import summarize
 
@@ -325,7 +326,7 @@ def _run_segment(segment: Segment, env: dict[torch.fx.Node, Any]) -> None:
 
 
 def build_plan(model: torch.nn.Module, args: Sequence[Any], *, target: Any, fallback: bool,
-               pipeline: str | None) -> Plan:
+               pipeline: str | None, fast_math: bool = True) -> Plan:
     """Capture, partition, lower and compile ``model`` for ``args``
     (``polyir.driver.compile_ir`` with ``pipeline``, default the target's)."""
     from polyir.context import PassContext
@@ -343,7 +344,7 @@ def build_plan(model: torch.nn.Module, args: Sequence[Any], *, target: Any, fall
         name = "forward" if len(plan.segments) == 1 else f"segment{index}"
         segment.lowered = lower_segment(segment.nodes, segment.inputs, segment.outputs, name)
         segment.executable = compile_ir(segment.lowered.module, plan.context.target, pipeline,
-                                        ctx=plan.context)
+                                        ctx=plan.context, fast_math=fast_math)
     if unsupported:
         names = sorted({op_name(s.node.target) for s in unsupported})
         where = ", ".join(f"{s.node.name} ({s.reason})" for s in unsupported)
@@ -370,13 +371,16 @@ class CompiledModel:
     """
 
     def __init__(self, model: torch.nn.Module, *, target: Any = "cpu", fallback: bool = True,
-                 pipeline: str | None = None) -> None:
+                 pipeline: str | None = None, fast_math: bool = True) -> None:
         self.model = model
         self.target = target
         self.fallback = fallback
         self.pipeline = pipeline
+        self.fast_math = bool(fast_math)
         self.plans: dict[Any, Plan] = {}
         self.last_plan: Plan | None = None
+        # input signature -> (plan, its PreparedPlan or None when it has no fast path)
+        self._prepared: dict[Any, tuple[Plan, Any]] = {}
 
     def plan_for(self, args: Sequence[Any], state: dict[str, torch.Tensor] | None = None) -> Plan:
         """The plan for ``args`` (and the model's current ``state``), compiling
@@ -388,14 +392,23 @@ class CompiledModel:
         plan = self.plans.get(key)
         if plan is None:
             plan = build_plan(self.model, args, target=self.target, fallback=self.fallback,
-                              pipeline=self.pipeline)
+                              pipeline=self.pipeline, fast_math=self.fast_math)
             self.plans[key] = plan
         self.last_plan = plan
         return plan
 
     def __call__(self, *args: Any) -> Any:
+        signature = input_signature(args)
+        known = self._prepared.get(signature) if signature is not None else None
+        if known is not None and known[1] is not None:
+            result = known[1].call(args)
+            if result is not MISS:
+                self.last_plan = known[0]
+                return result
         state = model_state(self.model)
         plan = self.plan_for(args, state)
+        if signature is not None and (known is None or known[0] is not plan):
+            self._prepared[signature] = (plan, PreparedPlan.prepare(plan, self.model, state))
         flat, _ = pytree.tree_flatten(tuple(args))
         tensors = [leaf for leaf in flat if isinstance(leaf, torch.Tensor)]
         return plan.run(tensors, list(state.values()))
@@ -418,7 +431,7 @@ class CompiledModel:
 
 
 def compile_model(model: Any, example_inputs: Any, *, target: Any = "cpu", fallback: bool = True,
-                  pipeline: str | None = None) -> CompiledModel:
+                  pipeline: str | None = None, fast_math: bool = True) -> CompiledModel:
     """Compile ``model`` (an ``nn.Module`` or ``fx.GraphModule``) for
     ``example_inputs`` (a tensor or a tuple/list of arguments).
 
@@ -427,6 +440,10 @@ def compile_model(model: Any, example_inputs: Any, *, target: Any = "cpu", fallb
     ``PolyirFallbackWarning``); when false they raise ``polyir.UnsupportedOp``.
     ``pipeline``: a pass pipeline string run on every lowered module
     (default: ``polyir.driver.default_pipeline(target)``).
+    ``fast_math`` (default on): the CPU backend may contract multiply-adds into
+    FMAs and reassociate float sums (vectorised reductions); results match
+    eager within rounding, as eager's own kernels do. ``False``: exact IEEE
+    evaluation of the lowered loops.
 
     Returns a :class:`CompiledModel`; it is compiled for the example inputs
     now, so unsupported operators and lowering errors surface here.
@@ -434,6 +451,7 @@ def compile_model(model: Any, example_inputs: Any, *, target: Any = "cpu", fallb
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"polyir.compile takes an nn.Module or fx.GraphModule, not {type(model).__name__}")
     args = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
-    compiled = CompiledModel(model, target=target, fallback=fallback, pipeline=pipeline)
+    compiled = CompiledModel(model, target=target, fallback=fallback, pipeline=pipeline,
+                             fast_math=fast_math)
     compiled.plan_for(args)
     return compiled

@@ -15,7 +15,7 @@ Usage::
     gemm.ir(C, A, B, 1.5, 0.5)       # the IR Module (entry params = Python params)
     gemm.compile_for(C, A, B, 1.5, 0.5, target="cpu")   # the artifact, not run
 
-``polyir.kernel(target=..., pipeline=..., specialize=...)`` sets options. One
+``polyir.kernel(target=..., pipeline=..., specialize=..., fast_math=...)`` sets options. One
 compiled version serves every size (sizes are symbols) unless
 ``specialize=True``. See docs/kernel.md for the accepted subset.
 """
@@ -44,19 +44,24 @@ _IR_CACHE_LIMIT = 512
 
 
 def kernel(func: Callable[..., Any] | None = None, *, target: Target | str | None = "cpu",
-           pipeline: str | None = None, specialize: bool = False) -> Any:
+           pipeline: str | None = None, specialize: bool = False,
+           fast_math: bool = False) -> Any:
     """Decorator: ``@kernel`` or ``@kernel(target=..., pipeline=..., specialize=...)``.
 
     ``target`` is what calling the kernel builds for (default ``"cpu"``, the
     native backend; ``"interpret"`` runs the reference interpreter);
     ``pipeline`` is a pass pipeline string run on the IR before building
     (default: ``polyir.driver.default_pipeline(target)``);
-    ``specialize=True`` compiles with sizes and integer arguments as constants.
+    ``specialize=True`` compiles with sizes and integer arguments as constants;
+    ``fast_math=True`` lets the native backend contract multiply-adds into
+    FMAs and reassociate float operations (off by default: the kernel computes
+    exactly what the Python function computes, bit for bit).
     Raises ``polyir.UnsupportedSyntax`` at decoration for constructs outside the
     subset.
     """
     def wrap(f: Callable[..., Any]) -> Kernel:
-        return Kernel(f, target=target, pipeline=pipeline, specialize=specialize)
+        return Kernel(f, target=target, pipeline=pipeline, specialize=specialize,
+                      fast_math=fast_math)
     return wrap if func is None else wrap(func)
 
 
@@ -71,11 +76,13 @@ class Kernel:
     """A compiled-on-call Python kernel; see the module docstring."""
 
     def __init__(self, func: Callable[..., Any], *, target: Target | str | None = "cpu",
-                 pipeline: str | None = None, specialize: bool = False):
+                 pipeline: str | None = None, specialize: bool = False,
+                 fast_math: bool = False):
         self.py_func = func
         self.target = target
         self.pipeline = pipeline
         self.specialize = bool(specialize)
+        self.fast_math = bool(fast_math)
         self._source: KernelSource = load_source(func)
         check_syntax(self._source)
         self._signature = inspect.signature(func)
@@ -109,7 +116,7 @@ class Kernel:
 
     @property
     def cache(self) -> Mapping[tuple[Any, ...], Any]:
-        """Compiled versions, keyed by (argument specs, target, pipeline)."""
+        """Compiled versions, keyed by (argument specs, target, pipeline, fast_math)."""
         return types.MappingProxyType(self._cache)
 
     # -- compilation ------------------------------------------------------
@@ -128,11 +135,12 @@ class Kernel:
 
     def _executable(self, specs: tuple[ArgSpec, ...], target: Target | str | None) -> Any:
         resolved = resolve(target)
-        key = (specs, resolved, self.pipeline)
+        key = (specs, resolved, self.pipeline, self.fast_math)
         executable = self._cache.get(key)
         if executable is None:
             from polyir.driver import compile_ir
-            executable = compile_ir(self._module(specs), resolved, self.pipeline)
+            executable = compile_ir(self._module(specs), resolved, self.pipeline,
+                                    fast_math=self.fast_math)
             self._cache[key] = executable
         return executable
 

@@ -349,6 +349,13 @@ def _outline(function: Function, group: tuple[Node, ...], name: str, own_locals:
     inner = substitute(plan.inner, mapping)
 
     kernel_locals, kept_local = _kernel_locals(function, group, own_locals, plan)
+    band_locals = [b for loop in plan.band for b in loop.locals]
+    if plan.cooperative:
+        # loop-scoped locals outside the phases are one per block: shared memory
+        inner, hoisted = _hoist_block_locals(inner)
+        kernel_locals += [_as_shared(b, function) for b in band_locals + hoisted]
+    else:  # one band iteration per thread: its loop-scoped locals are the thread's own
+        kernel_locals += [replace(b, space=MemorySpace.LOCAL) for b in band_locals]
     if plan.cooperative:
         private = {b.name for b in kernel_locals
                    if b.space in (MemorySpace.LOCAL, MemorySpace.FRAGMENT)}
@@ -450,9 +457,40 @@ def _single_phase_buffers(nodes: tuple[Node, ...]) -> set[str]:
     return {name for name, count in phases.items() if count == 1} - outside
 
 
+def _hoist_block_locals(nodes: tuple[Node, ...]) -> tuple[tuple[Node, ...], list[Buffer]]:
+    """``nodes`` with the loop-scoped locals of loops that are not parallel phases
+    (which every thread of the block runs) taken out, and those locals. A
+    parallel phase loop keeps its locals and those inside it (per thread)."""
+    hoisted: list[Buffer] = []
+
+    def visit(items: tuple[Node, ...]) -> tuple[Node, ...]:
+        out: list[Node] = []
+        for node in items:
+            if isinstance(node, For) and not node.parallel and node.mapping is None:
+                moved = [b for b in node.locals if b.space is not MemorySpace.FRAGMENT]
+                hoisted.extend(moved)
+                node = replace(node, locals=tuple(b for b in node.locals if b not in moved),
+                               body=visit(node.body))
+            elif isinstance(node, If):
+                node = replace(node, then_body=visit(node.then_body), else_body=visit(node.else_body))
+            out.append(node)
+        return tuple(out)
+
+    return visit(nodes), hoisted
+
+
+def _as_shared(buffer: Buffer, function: Function) -> Buffer:
+    if not all(d.is_constant for d in buffer.shape):
+        raise CompileError(f"function '{function.name}': loop-scoped local '{buffer.name}' is shared "
+                           f"by the threads of a block but has a symbolic shape "
+                           f"{[str(d) for d in buffer.shape]}; shared memory needs constant sizes")
+    return replace(buffer, space=MemorySpace.SHARED)
+
+
 def _kernel_params(function: Function, body: tuple[Node, ...],
                    kernel_locals: list[Buffer]) -> list[Buffer | Symbol]:
     local_names = {b.name for b in kernel_locals}
+    local_names |= {b.name for n in walk_nodes(body) if isinstance(n, For) for b in n.locals}
     used = buffers_used(body) - local_names
     buffers = [p for p in function.params if isinstance(p, Buffer) and p.name in used]
     buffers += [replace(b, space=MemorySpace.GLOBAL) for b in function.locals

@@ -9,6 +9,7 @@ raises :class:`UnknownLoop` (a typed error listing the loops) otherwise.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Iterable
 from dataclasses import replace
 
@@ -53,6 +54,12 @@ def fresh_name(base: str, taken: Collection[str]) -> str:
     while f"{base}_{counter}" in taken:
         counter += 1
     return f"{base}_{counter}"
+
+
+def base_name(name: str) -> str:
+    """``name`` without a numeric suffix that fresh naming added (``j_2`` -> ``j``)."""
+    stripped = re.sub(r"_\d+$", "", name)
+    return stripped or name
 
 
 def claim_name(base: str, taken: set[str]) -> str:
@@ -131,5 +138,5 @@ def find_loop(function: Function, name: str) -> For:
     return found[0]
 
 
-__all__ = ["UnknownLoop", "names_in", "fresh_name", "claim_name", "loop_vars", "unique_loop_vars",
+__all__ = ["UnknownLoop", "names_in", "fresh_name", "base_name", "claim_name", "loop_vars", "unique_loop_vars",
            "unique_statement_names", "uniquify", "find_loop"]

@@ -222,6 +222,26 @@ def substitute_expr(expr: Expr, mapping: Mapping[str, Aff]) -> Expr:
     return expr
 
 
+def map_loads(expr: Expr, change: Callable[[Load], Expr]) -> Expr:
+    """``expr`` with every ``Load`` (those in gather subscripts too, innermost
+    first) replaced by ``change(load)``."""
+    if isinstance(expr, Load):
+        indices = tuple(i if isinstance(i, Aff) else map_loads(i, change) for i in expr.indices)
+        return change(Load(expr.buffer, indices))
+    if isinstance(expr, BinOp):
+        return BinOp(expr.op, map_loads(expr.lhs, change), map_loads(expr.rhs, change))
+    if isinstance(expr, Compare):
+        return Compare(expr.op, map_loads(expr.lhs, change), map_loads(expr.rhs, change))
+    if isinstance(expr, Call):
+        return Call(expr.fn, tuple(map_loads(a, change) for a in expr.args))
+    if isinstance(expr, Select):
+        return Select(map_loads(expr.cond, change), map_loads(expr.if_true, change),
+                      map_loads(expr.if_false, change))
+    if isinstance(expr, Cast):
+        return Cast(expr.dtype, map_loads(expr.value, change))
+    return expr
+
+
 def substitute_indices(indices: tuple[Index, ...], mapping: Mapping[str, Aff]) -> tuple[Index, ...]:
     """Subscripts with the variables in ``mapping`` replaced: affine ones by
     ``Aff.substitute``, gathers by :func:`substitute_expr`."""
@@ -280,4 +300,4 @@ def map_loops(nodes: Iterable[Node], rewrite: Callable[[For], Node]) -> tuple[No
 
 __all__ = ["STATEMENT_NODES", "FRAGMENT_NODES", "walk_nodes", "leaf_nodes", "statements", "walk_expr", "loads",
            "node_exprs", "node_accesses", "buffer_accesses", "buffers_used", "aff_to_expr",
-           "substitute_expr", "substitute_indices", "substitute_node", "substitute", "map_loops"]
+           "substitute_expr", "map_loads", "substitute_indices", "substitute_node", "substitute", "map_loops"]

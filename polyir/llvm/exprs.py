@@ -210,7 +210,7 @@ class ExprLowering:
             return (b.and_(lhs, rhs) if e.op == "and" else b.or_(lhs, rhs)), dtype
         if dtype.is_float:
             op = {"+": b.fadd, "-": b.fsub, "*": b.fmul, "/": b.fdiv, "%": b.frem}[e.op]
-            return op(lhs, rhs), dtype
+            return op(lhs, rhs, flags=self.hooks.float_flags), dtype
         if dtype is DType.BOOL:
             raise CompileError(f"arithmetic '{e.op}' on bool")
         if e.op in ("+", "-", "*"):
@@ -328,14 +328,16 @@ class ExprLowering:
         suffix = _suffix(typ)
         one = ir.Constant(typ, 1.0)
 
+        flags = self.hooks.float_flags
+
         def intrinsic(name: str, values: Sequence[ir.Value]) -> ir.Value:
             callee = self.intrinsic(f"llvm.{name}.{suffix}", typ, [typ] * len(values))
-            return b.call(callee, list(values))
+            return b.call(callee, list(values), fastmath=flags)
 
         if fn in _FLOAT_INTRINSICS:
             return intrinsic(fn, args)
         if fn == "neg":
-            return b.fneg(args[0])
+            return b.fneg(args[0], flags=flags)
         if fn == "abs":
             return intrinsic("fabs", args)
         if fn == "max":

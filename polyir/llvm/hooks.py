@@ -82,6 +82,11 @@ class LoweringHooks:
     #: ``void`` otherwise (GPU kernels).
     returns_status: bool = True
 
+    #: LLVM fast-math flags put on float arithmetic and float math intrinsics
+    #: (``()``: exact IEEE semantics; the CPU backend's ``fast_math`` sets
+    #: ``contract reassoc nsz``).
+    float_flags: tuple[str, ...] = ()
+
     # ---------------------------------------------------------------- types
     def address_space(self, space: MemorySpace) -> int:
         """LLVM address space of pointers to buffers in ``space`` (CPU: all 0)."""

@@ -242,4 +242,4 @@ def _fixed_params(space: isl.Space, params: Mapping[str, int]) -> isl.Set:
     names = [str(space.get_dim_name(isl.dim_type.param, k)) for k in range(space.dim(isl.dim_type.param))]
     plain = {isl_name(k): v for k, v in params.items()}
     cons = " and ".join(f"{n} = {plain[n]}" for n in names if n in plain) or "true"
-    return isl.Set(f"[{', '.join(names)}] -> {{ : {cons} }}")
+    return isl.Set(f"[{', '.join(names)}] -> {{ : {cons} }}", context=space.get_ctx())

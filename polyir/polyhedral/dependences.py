@@ -15,12 +15,16 @@ uniform, its distance vector over the loops the two statements share.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import islpy as isl
 
-from polyir.ir.nodes import Function
+from polyir.ir.nodes import Function, Module
 from polyir.polyhedral.extract import Scop, extract, isl_name
+
+Pair = tuple[tuple[str, tuple[int, ...]], tuple[str, tuple[int, ...]]]
+"""A dependence between two statement instances ``(statement, (loop values...))``."""
 
 MEMORY_KINDS = ("raw", "war", "waw")
 ALL_KINDS = ("raw", "war", "waw", "flow")
@@ -57,6 +61,15 @@ class Dependence:
         """Ids of the loops that carry this dependence."""
         return tuple(self.common[level - 1] for level in self.carried if level > 0)
 
+    def pairs(self, params: Mapping[str, int]) -> set[Pair]:
+        """The ``(source instance, sink instance)`` pairs for fixed symbol values,
+        each instance ``(statement, (loop values...))`` (isl point enumeration)."""
+        from polyir.polyhedral.bruteforce import instance_pairs
+        return instance_pairs(self.relation, params)
+
+    def __repr__(self) -> str:
+        return f"<Dependence {self}>"
+
     def __str__(self) -> str:
         vec = f" distance ({', '.join(map(str, self.distance))})" if self.distance is not None \
             else f" direction ({', '.join(self.direction)})" if self.direction else ""
@@ -67,24 +80,56 @@ class Dependence:
 
 @dataclass(frozen=True, eq=False)
 class Dependences:
-    """All dependences of a :class:`Scop` (iterable, in a stable order: by kind,
-    then source and sink statement order, then buffer)."""
+    """All dependences of a :class:`Scop` (iterable and indexable, in a stable
+    order: by kind, then source and sink statement order, then buffer).
+    ``str`` gives one line per dependence; in a notebook it is a table."""
 
     scop: Scop
     items: tuple[Dependence, ...] = ()
 
-    def __iter__(self):  # -> Iterator[Dependence]
+    def __iter__(self) -> Iterator[Dependence]:
         return iter(self.items)
 
     def __len__(self) -> int:
         return len(self.items)
 
+    def __getitem__(self, index: int) -> Dependence:
+        return self.items[index]
+
     def __repr__(self) -> str:
-        counts = ", ".join(f"{k}={len(self.of_kind(k))}" for k in ALL_KINDS)
-        return f"<Dependences of {self.scop.function.name}: {len(self.items)} ({counts})>"
+        from polyir.polyhedral.report import dependences_summary
+        return f"<{dependences_summary(self)}>"
 
     def __str__(self) -> str:
         return "\n".join(str(d) for d in self.items) or "no dependences"
+
+    def _repr_markdown_(self) -> str:
+        from polyir.polyhedral.report import dependences_markdown
+        return dependences_markdown(self)
+
+    def filter(self, kinds: str | Sequence[str] | None = None, buffer: str | None = None,
+               statement: str | None = None, carried_by: str | None = None,
+               accept_reassociation: bool = False) -> Dependences:
+        """The dependences of some ``kinds`` (``"raw"``, ... or ``"memory"`` for the
+        three memory-based kinds), on ``buffer``, with ``statement`` as source or
+        sink, carried by the loop named ``carried_by``; with ``accept_reassociation``
+        the self-dependences of reductions are left out. Unknown kinds raise ``ValueError``."""
+        wanted = kind_names(kinds)
+        loop = self.scop.loop(carried_by).id if carried_by is not None else None
+        return Dependences(self.scop, tuple(
+            d for d in self.items
+            if d.kind in wanted and (buffer is None or d.buffer == buffer)
+            and (statement is None or statement in (d.source, d.sink))
+            and (loop is None or loop in d.carried_loops())
+            and not (accept_reassociation and d.reduction)))
+
+    def pairs(self, params: Mapping[str, int]) -> set[Pair]:
+        """Every ``(source, sink)`` instance pair of these dependences for fixed
+        symbol values (a pair two dependences share counts once)."""
+        found: set[Pair] = set()
+        for d in self.items:
+            found |= d.pairs(params)
+        return found
 
     def of_kind(self, *kinds: str) -> list[Dependence]:
         return [d for d in self.items if d.kind in kinds]
@@ -118,6 +163,23 @@ class Dependences:
     def nest_graph(self):  # -> networkx.MultiDiGraph
         from polyir.polyhedral.graph import nest_graph
         return nest_graph(self)
+
+
+def kind_names(kinds: str | Sequence[str] | None) -> tuple[str, ...]:
+    """Dependence kinds from ``None`` (all), ``"memory"`` (RAW, WAR, WAW), one
+    kind or several; raises ``ValueError`` naming an unknown kind."""
+    if kinds is None:
+        return ALL_KINDS
+    names = [kinds] if isinstance(kinds, str) else list(kinds)
+    found: list[str] = []
+    for name in names:
+        expanded = MEMORY_KINDS if name == "memory" else (name.lower(),)
+        for kind in expanded:
+            if kind not in ALL_KINDS:
+                raise ValueError(f"unknown dependence kind {name!r}: use {', '.join(ALL_KINDS)} or memory")
+            if kind not in found:
+                found.append(kind)
+    return tuple(found)
 
 
 # ------------------------------------------------------------ computation
@@ -193,8 +255,8 @@ def _lex_gt_map(time: isl.UnionMap) -> isl.Map:
     return isl.Map.lex_gt(maps[0].get_space().range())
 
 
-def compute_dependences(target: Scop | Function, kinds: tuple[str, ...] = ALL_KINDS) -> Dependences:
-    """Every dependence of ``target`` (a function or its ``Scop``), split per
+def compute_dependences(target: Scop | Function | Module, kinds: tuple[str, ...] = ALL_KINDS) -> Dependences:
+    """Every dependence of ``target`` (a function, a module's entry function or a ``Scop``), split per
     kind, buffer and pair of statements. ``kinds``: only these kinds
     (``MEMORY_KINDS`` is what legality checks need; the value-based ``flow``
     kind costs the most)."""

@@ -55,6 +55,7 @@ from polyir.ir.nodes import (
     If,
     Launch,
     Load,
+    Module,
     Node,
     Select,
     Var,
@@ -129,6 +130,10 @@ class Access:
     relation: isl.Map
     exact: bool
 
+    def __repr__(self) -> str:
+        verb = f"{self.kind}s" if self.exact else f"may {self.kind}"
+        return f"<Access: {self.statement} {verb} {self.buffer}>"
+
 
 @dataclass(frozen=True)
 class StatementInfo:
@@ -146,6 +151,9 @@ class StatementInfo:
     accesses: tuple[Access, ...] = ()
     reduction: tuple[str, str] | None = None   # (buffer, op) when a reduction
 
+    def __repr__(self) -> str:
+        return f"<StatementInfo {self.name}[{', '.join(self.loop_vars)}]: {len(self.accesses)} accesses>"
+
     @property
     def reads(self) -> list[Access]:
         return [a for a in self.accesses if a.kind == "read"]
@@ -158,7 +166,9 @@ class StatementInfo:
 @dataclass(frozen=True, eq=False)
 class Scop:
     """The polyhedral view of a function (see the module docstring); a frozen
-    record (do not mutate its dicts)."""
+    record (do not mutate its dicts). Iterating gives the statements
+    (:class:`StatementInfo`) in textual order; ``str`` prints each one's
+    domain, accesses and schedule."""
 
     function: Function
     params: tuple[str, ...]
@@ -166,6 +176,24 @@ class Scop:
     statements: dict[str, StatementInfo]
     loops: dict[int, LoopInfo]
     schedule: isl.Schedule
+
+    def __iter__(self) -> Iterator[StatementInfo]:
+        return iter(self.statements.values())
+
+    def __len__(self) -> int:
+        return len(self.statements)
+
+    def __repr__(self) -> str:
+        from polyir.polyhedral.report import scop_summary, short
+        return short(f"<{scop_summary(self)}>")
+
+    def __str__(self) -> str:
+        from polyir.polyhedral.report import scop_text
+        return scop_text(self)
+
+    def _repr_markdown_(self) -> str:
+        from polyir.polyhedral.report import scop_markdown
+        return scop_markdown(self)
 
     @property
     def param_space(self) -> str:
@@ -591,9 +619,19 @@ def _sequence(parts: list[isl.Schedule]) -> isl.Schedule | None:
     return result
 
 
-def extract(function: Function, ctx: isl.Context | None = None) -> Scop:
-    """The :class:`Scop` of ``function`` on the isl context ``ctx`` (default:
-    islpy's process-wide one; a compilation passes its own, see
-    ``polyir.polyhedral.analysis.Analyses``). Raises ``NotPolyhedral`` for
-    barriers, launches and duplicate statement names."""
-    return _Extractor(function, isl.DEFAULT_CONTEXT if ctx is None else ctx).run()
+def function_of(ir: Function | Module) -> Function:
+    """``ir`` itself for a function, the entry (first host) function of a module;
+    raises ``TypeError`` for anything else."""
+    if isinstance(ir, Function):
+        return ir
+    if isinstance(ir, Module):
+        return ir.entry
+    raise TypeError(f"expected polyir IR (a Module or a Function), not {type(ir).__name__}")
+
+
+def extract(function: Function | Module, ctx: isl.Context | None = None) -> Scop:
+    """The :class:`Scop` of ``function`` (a module: its entry function) on the
+    isl context ``ctx`` (default: islpy's process-wide one; a compilation
+    passes its own, see ``polyir.polyhedral.analysis.Analyses``). Raises
+    ``NotPolyhedral`` for barriers, launches and duplicate statement names."""
+    return _Extractor(function_of(function), isl.DEFAULT_CONTEXT if ctx is None else ctx).run()

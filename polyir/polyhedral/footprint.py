@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from polyir.ir.affine import Aff
-from polyir.ir.nodes import Function
+from polyir.ir.nodes import Function, Module
 from polyir.polyhedral.extract import Scop, StatementInfo, extract, isl_name
 
 
@@ -67,8 +67,34 @@ class Footprint:
         dims = ", ".join(f"{lo}..{hi}" for lo, hi in self.box)
         return f"{self.buffer}[{dims}]"
 
+    def __repr__(self) -> str:
+        from polyir.polyhedral.report import short
+        return short(f"<Footprint {self}>")
 
-def footprints(target: Scop | Function, nest: int, depth: int = 0) -> dict[str, Footprint]:
+
+class Footprints(dict[str, Footprint]):
+    """Buffer name -> :class:`Footprint`, for the loops ``outer`` (a dict, so
+    ``fps["A"]`` and ``.items()`` work; iterating gives the buffer names).
+    ``str`` gives one line per buffer, a notebook shows a table."""
+
+    def __init__(self, items: dict[str, Footprint], outer: tuple[str, ...] = ()):
+        super().__init__(items)
+        self.outer = outer
+
+    def __repr__(self) -> str:
+        from polyir.polyhedral.report import footprints_summary, short
+        return short(f"<{footprints_summary(list(self.values()), self.outer)}>")
+
+    def __str__(self) -> str:
+        from polyir.polyhedral.report import footprints_text
+        return footprints_text(list(self.values()), self.outer)
+
+    def _repr_markdown_(self) -> str:
+        from polyir.polyhedral.report import footprints_markdown
+        return footprints_markdown(list(self.values()), self.outer)
+
+
+def footprints(target: Scop | Function | Module, nest: int = 0, depth: int = 0) -> Footprints:
     """Per buffer, the footprint of top-level node ``nest`` below its first
     ``depth`` loops; raises ``ValueError`` when those loops do not enclose
     every statement of the nest."""
@@ -82,7 +108,7 @@ def footprints(target: Scop | Function, nest: int, depth: int = 0) -> dict[str, 
     return _footprints(scop, members, depth)
 
 
-def loop_footprints(target: Scop | Function, loop: int | str) -> dict[str, Footprint]:
+def loop_footprints(target: Scop | Function | Module, loop: int | str) -> Footprints:
     """Per buffer, the footprint of the body of ``loop`` (id or unique variable name)
     as a function of it and its enclosing loops."""
     scop = target if isinstance(target, Scop) else extract(target)
@@ -90,7 +116,7 @@ def loop_footprints(target: Scop | Function, loop: int | str) -> dict[str, Footp
     return _footprints(scop, scop.statements_in(info.id), info.depth)
 
 
-def _footprints(scop: Scop, members: list[StatementInfo], depth: int) -> dict[str, Footprint]:
+def _footprints(scop: Scop, members: list[StatementInfo], depth: int) -> Footprints:
     outer_vars = members[0].loop_vars[:depth]
     outer_dims = [f"o{k}" for k in range(depth)]
     per_buffer: dict[str, dict[str, isl.Map]] = {}
@@ -113,7 +139,7 @@ def _footprints(scop: Scop, members: list[StatementInfo], depth: int) -> dict[st
             both = both.set_dim_name(isl.dim_type.in_, k, name)
         result[buffer] = Footprint(buffer, outer_vars, both, reads, writes,
                                    bounding_box(scop, both, outer_vars))
-    return result
+    return Footprints(result, outer_vars)
 
 
 def bounding_box(scop: Scop, relation: isl.Map, outer_vars: tuple[str, ...]) -> tuple[tuple[Bound, Bound], ...]:

@@ -18,14 +18,14 @@ Queries: :func:`check_schedule` (is a proposed schedule valid),
 """
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import islpy as isl
 
 from polyir.errors import IllegalTransform
 from polyir.ir.affine import Aff
-from polyir.ir.nodes import Function
+from polyir.ir.nodes import Function, Module
 from polyir.polyhedral.dependences import Dependence, Dependences, compute_dependences, level_relation
 from polyir.polyhedral.extract import Scop, StatementInfo, extract, isl_name
 
@@ -42,6 +42,9 @@ class Instance:
     def __str__(self) -> str:
         return f"{self.statement}({', '.join(f'{v}={x}' for v, x in self.values)})"
 
+    def __repr__(self) -> str:
+        return f"<Instance {self}>"
+
     @property
     def point(self) -> tuple[int, ...]:
         return tuple(x for _, x in self.values)
@@ -49,7 +52,8 @@ class Instance:
 
 @dataclass(frozen=True)
 class Witness:
-    """Two conflicting instances whose order a transformation would reverse."""
+    """Two conflicting instances whose order a transformation would reverse
+    (iterable: ``source, sink = witness``)."""
 
     source: Instance
     sink: Instance
@@ -68,10 +72,22 @@ class Witness:
                 f"{self.sink} {verb} it; {self.consequence}")
         return f"{text}  [{params}]" if params else text
 
+    def __iter__(self) -> Iterator[Instance]:
+        return iter((self.source, self.sink))
+
+    def __repr__(self) -> str:
+        elem = ", ".join(map(str, self.element))
+        return f"<Witness {self.source} -> {self.sink} on {self.buffer}[{elem}]>"
+
+    def _repr_markdown_(self) -> str:
+        from polyir.polyhedral.report import witness_markdown
+        return witness_markdown(self)
+
 
 @dataclass
 class Legality:
-    """The answer to a legality query."""
+    """The answer to a legality query: true when legal; iterating gives the
+    dependences the change would violate (none when legal)."""
 
     legal: bool
     reason: str = ""
@@ -92,6 +108,19 @@ class Legality:
             return "legal"
         return f"illegal: {self.reason}" + (f"\n  witness: {self.witness}" if self.witness else "")
 
+    def __iter__(self) -> Iterator[Dependence]:
+        if self.violations:
+            return iter(self.violations)
+        return iter(() if self.dependence is None else (self.dependence,))
+
+    def __repr__(self) -> str:
+        from polyir.polyhedral.report import short
+        return short("<Legality: legal>" if self.legal else f"<Legality: illegal: {self.reason}>")
+
+    def _repr_markdown_(self) -> str:
+        from polyir.polyhedral.report import legality_markdown
+        return legality_markdown(self)
+
 
 def require(result: Legality) -> Legality:
     """``result`` when legal; else raises ``IllegalTransform``."""
@@ -99,7 +128,7 @@ def require(result: Legality) -> Legality:
     return result
 
 
-def _analysis(target: Scop | Function | Dependences) -> Dependences:
+def _analysis(target: Scop | Function | Module | Dependences) -> Dependences:
     if isinstance(target, Dependences):
         return target
     return compute_dependences(target if isinstance(target, Scop) else extract(target))
@@ -209,7 +238,23 @@ def as_schedule_map(scop: Scop, schedule: isl.UnionMap | isl.Schedule | str) -> 
     return _pad(schedule)
 
 
-def check_schedule(target: Scop | Function | Dependences,
+def _runs_before(times: isl.Map) -> bool:
+    """Is every source time of ``times`` (source time -> sink time) strictly
+    lexicographically before its sink time? Decided level by level (a sink
+    earlier at the first level where the two differ; then only the pairs
+    equal there go on), which is much cheaper for isl than intersecting with
+    the full lexicographic order when the times have many dimensions."""
+    current = times
+    for level in range(times.dim(isl.dim_type.out)):
+        if not current.order_gt(isl.dim_type.in_, level, isl.dim_type.out, level).is_empty():
+            return False
+        current = current.equate(isl.dim_type.in_, level, isl.dim_type.out, level)
+        if current.is_empty():
+            return True
+    return current.is_empty()
+
+
+def check_schedule(target: Scop | Function | Module | Dependences,
                    schedule: isl.UnionMap | isl.Schedule | str,
                    accept_reassociation: bool = False) -> Legality:
     """Is ``schedule`` (instances -> time vectors, lexicographic order) valid:
@@ -224,7 +269,7 @@ def check_schedule(target: Scop | Function | Dependences,
         # the times of the dependence's pairs: none may run the sink first or together
         first, then = per_statement[isl_name(dep.source)], per_statement[isl_name(dep.sink)]
         times = dep.relation.apply_domain(first).apply_range(then)
-        if times.intersect(isl.Map.lex_ge(times.get_space().range())).is_empty():
+        if _runs_before(times):
             continue
         bad.append((dep, dep.relation.intersect(first.lex_ge_map(then))))
     if not bad:
@@ -256,7 +301,7 @@ def _time(schedule: isl.UnionMap, scop: Scop, inst: Instance) -> list[int]:
 
 
 # ------------------------------------------------------------ loop queries
-def check_parallel(target: Scop | Function | Dependences, loop: int | str,
+def check_parallel(target: Scop | Function | Module | Dependences, loop: int | str,
                    accept_reassociation: bool = False) -> Legality:
     """May ``loop`` (id or unique variable name) run its iterations in any order?"""
     deps = _analysis(target)
@@ -286,7 +331,7 @@ def band_loops(scop: Scop, loops: Sequence[int | str]) -> list[int]:
     return ids
 
 
-def check_permutable(target: Scop | Function | Dependences, loops: Sequence[int | str],
+def check_permutable(target: Scop | Function | Module | Dependences, loops: Sequence[int | str],
                      accept_reassociation: bool = False) -> Legality:
     """May the band ``loops`` (outer to inner, perfectly nested) be permuted in any
     order and tiled? True when every dependence inside it that is not carried
@@ -321,7 +366,7 @@ def _negative_at(scop: Scop, dep: Dependence, first: int, level: int) -> isl.Map
                    f"{isl_name(dep.sink)}[{', '.join(b)}] : {' and '.join(cons)} }}")
 
 
-def check_permutation(target: Scop | Function | Dependences, loops: Sequence[int | str],
+def check_permutation(target: Scop | Function | Module | Dependences, loops: Sequence[int | str],
                       order: Sequence[int], accept_reassociation: bool = False) -> Legality:
     """Is it legal to reorder the band ``loops`` (outer to inner) so that position
     ``k`` holds ``loops[order[k]]``?"""
@@ -340,7 +385,7 @@ def check_permutation(target: Scop | Function | Dependences, loops: Sequence[int
     return check_schedule(deps, scop.schedule_from_vectors(vectors), accept_reassociation)
 
 
-def check_fusion(target: Scop | Function | Dependences, first: int, second: int, depth: int,
+def check_fusion(target: Scop | Function | Module | Dependences, first: int, second: int, depth: int,
                  accept_reassociation: bool = False) -> Legality:
     """May top-level nests ``first`` < ``second`` (indices in the function body) be
     fused at ``depth``: their outer ``depth`` loops merged (same iteration
@@ -413,7 +458,7 @@ def compose_origins(first: Mapping[str, Origin], then: Mapping[str, Origin]) -> 
     return result
 
 
-def check_rewrite(target: Scop | Function | Dependences, rewritten: Function,
+def check_rewrite(target: Scop | Function | Module | Dependences, rewritten: Function | Module,
                   accept_reassociation: bool = False, what: str = "the rewrite",
                   origins: Mapping[str, Origin] | None = None,
                   ignore: Collection[str] = ()) -> Legality:

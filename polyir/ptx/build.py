@@ -102,6 +102,8 @@ class CudaExecutable:
     _runtime: Any = field(default=None, repr=False)
 
     def __call__(self, *args: Any) -> None:
+        if not self.kernels:  # an empty program (everything it computed was dead)
+            return
         if self._runtime is None:
             from polyir.ptx.runtime import CudaProgram
             self._runtime = CudaProgram(self.ir, self.ptx, self.kernels)
@@ -121,6 +123,8 @@ def build_cuda(module: Module, target: Target) -> CudaExecutable:
     mapped = module
     from polyir.ir.verifier import verify
     verify(mapped)
+    if not any(f.kind == "kernel" for f in mapped.functions):  # nothing left to run on the GPU
+        return CudaExecutable(mapped, target, "", "", {})
     llvm_ir, lowered = lower_kernels(mapped, sm)
     ptx = emit_ptx(llvm_ir, sm)
     return CudaExecutable(mapped, target, llvm_ir, ptx, lowered)

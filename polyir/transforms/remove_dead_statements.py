@@ -26,7 +26,7 @@ def accesses(node: Node) -> tuple[set[str], set[str]]:
 
 def live_buffers(function: Function) -> set[str]:
     """Buffers whose contents can reach a parameter (the fixed point above)."""
-    local_names = {b.name for b in function.locals}
+    local_names = {b.name for b in function.locals} | {b.name for b in function.loop_locals}
     live = {p.name for p in function.params}
     leaves = [(node, *accesses(node)) for node in leaf_nodes(function.body)]
     changed = True
@@ -48,7 +48,8 @@ def _prune(nodes: Sequence[Node], dead: set[str]) -> tuple[Node, ...]:
         if isinstance(node, For):
             body = _prune(node.body, dead)
             if body:
-                kept.append(replace(node, body=body))
+                scoped = tuple(b for b in node.locals if b.name not in dead)
+                kept.append(replace(node, body=body, locals=scoped))
         elif isinstance(node, If):
             then_body, else_body = _prune(node.then_body, dead), _prune(node.else_body, dead)
             if then_body or else_body:
@@ -71,7 +72,7 @@ def _mentioned(function: Function) -> set[str]:
 def remove_dead_in_function(function: Function) -> Function:
     """``function`` without the statements that only feed dead locals."""
     live = live_buffers(function)
-    dead = {b.name for b in function.locals} - live
+    dead = ({b.name for b in function.locals} | {b.name for b in function.loop_locals}) - live
     if not dead:
         return function
     pruned = replace(function, body=_prune(function.body, dead))
@@ -90,4 +91,6 @@ class RemoveDeadStatements:
     """Remove statements writing local buffers that no live statement reads (iteratively)."""
 
     def run(self, module: Module) -> Module:
-        return remove_dead_statements(module)
+        result = remove_dead_statements(module)
+        same = all(a == b for a, b in zip(result.functions, module.functions, strict=True))
+        return module if same else result

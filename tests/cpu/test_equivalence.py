@@ -63,10 +63,15 @@ def test_random_programs_with_parallel_outer_loops(module):
                       if isinstance(f, np.ndarray))
     if independent:
         actual = copy.deepcopy(args)
-        build_cpu(marked, cpu(3), cache_dir=None)(*actual)
+        build_cpu(marked, _dispatching(3), cache_dir=None)(*actual)
         _assert_same(forward, actual, rtol=1e-5, atol=1e-6, context=str(marked))
     else:  # the claim is wrong: native code is only checked for not crashing
-        build_cpu(marked, cpu(3), cache_dir=None)(*copy.deepcopy(args))
+        build_cpu(marked, _dispatching(3), cache_dir=None)(*copy.deepcopy(args))
+
+
+def _dispatching(cores: int):
+    """A target whose size policy sends every non-empty parallel loop to the team."""
+    return dataclasses.replace(cpu(cores), parallel_dispatch_ns=0.0, team_late_ns=2**62)
 
 
 @pytest.mark.parametrize("kernel", CORPUS, ids=[k.name for k in CORPUS])

@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pytest
 
 PACKED_MUL = re.compile(r"\bv?mulps\s+.*%[xyz]mm\d+")
 
@@ -67,3 +68,43 @@ func f(y: f32[N], a: f32[N], b: f32[N]) {
         y = np.zeros(37, np.float32)
         ex(y, a, b)
         np.testing.assert_array_equal(y, a * b)
+
+
+WIDTH_TEST = """
+func f(y: f32[N], a: f32[N], b: f32[N]) {
+  for i = 0 to N {
+    S0: y[i] = a[i] * b[i] + y[i]
+  }
+}"""
+
+
+def _built(vector_bits: int):
+    from dataclasses import replace
+
+    import polyir
+    from polyir.cpu.jit import build_cpu
+    from polyir.target import cpu
+    return build_cpu(polyir.parse(WIDTH_TEST), replace(cpu(1), vector_bits=vector_bits),
+                     cache_dir=None)
+
+
+def test_target_vector_bits_128_keeps_to_xmm_registers():
+    narrow = _built(128)
+    assert re.search(r"%xmm", narrow.asm) and not re.search(r"%[yz]mm", narrow.asm)
+
+
+def _has_avx512() -> bool:
+    from polyir.target import host_vector_bits
+    return host_vector_bits() >= 512
+
+
+@pytest.mark.skipif(not _has_avx512(), reason="host without AVX-512")
+def test_target_vector_bits_512_uses_zmm_registers():
+    """LLVM alone prefers 256-bit vectors on this host; ``vector_bits=512`` (what
+    ``cpu()`` picks with AVX-512) gets zmm code."""
+    wide = _built(512)
+    assert re.search(r"\bv?mulps\s+.*%zmm", wide.asm)
+    assert not re.search(r"\bv?mulps\s+.*%zmm", _built(256).asm)
+    y, a = np.ones(1000, np.float32), np.arange(1000, dtype=np.float32)
+    wide(y, a, a)
+    np.testing.assert_array_equal(y, a * a + 1)

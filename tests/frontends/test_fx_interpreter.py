@@ -53,7 +53,7 @@ def test_parallel_marks_hold_in_any_order(order: str, monkeypatch: pytest.Monkey
     shuffled must not change any result."""
     built: list[Any] = []
 
-    def build(module: Any, target: Any = None) -> Any:
+    def build(module: Any, target: Any = None, **options: Any) -> Any:
         built.append(module)
         return lambda *args: interpret(module, *args, parallel_order=order, seed=3)
     monkeypatch.setattr(polyir.driver, "build", build)

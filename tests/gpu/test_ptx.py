@@ -177,7 +177,10 @@ func f(Y: {dtype}[N], X: {dtype}[N]) {{
 def test_random_programs_assemble(module) -> None:
     exe = compile_ir(module, cuda(80))
     assert exe.ptx.count(".entry") == len([f for f in exe.ir.functions if f.kind == "kernel"])
-    assemble(exe.ptx)
+    if exe.ptx:  # a program whose results are all dead compiles to nothing
+        assemble(exe.ptx)
+    else:
+        assert not any(f.kind == "kernel" for f in exe.ir.functions)
 
 
 # -------------------------------------------------------------- entry points
@@ -214,6 +217,7 @@ func f(A: f32[N]) {
   local T: f32[N] @shared
   for i = 0 to N parallel {
     S0: T[i] = A[i]
+    S1: A[i] = T[i] * 2.0
   }
 }
 """)

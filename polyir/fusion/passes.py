@@ -1,0 +1,151 @@
+"""Registered fusion passes.
+
+* ``fuse{mode=greedy max_depth=0 tolerance=0.3}``: the greedy policy
+  (``polyir.fusion.policy``): producer-consumer fusion (``mode=producer``),
+  sibling fusion (``mode=sibling``) or both (``greedy``). Every fusion made is
+  an ``applied`` remark holding the explicit step that replays it; every
+  producer-consumer pair left apart a ``missed`` remark with the reason.
+* ``fuse-nests{producer=S3 consumer=S7 depth=2}``: one explicit
+  producer-consumer fusion; nests are named by a statement they hold. A
+  refusal is an error (``IllegalTransform`` with the reason and witness).
+* ``shrink-buffers``: every local contracted to its footprint per iteration
+  of the innermost loop around its accesses (``polyir.fusion.privatize``),
+  then locals nothing reads removed with their writes.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from polyir.context import PassContext
+from polyir.fusion.graph import NestGraph
+from polyir.fusion.policy import FusionOptions, plan_and_fuse
+from polyir.fusion.privatize import shrink_buffers
+from polyir.fusion.producer_consumer import FusionRefused, fuse_into
+from polyir.fusion.sibling import common_depth, fuse_siblings
+from polyir.ir.nodes import Barrier, Function, Launch, Module
+from polyir.ir.walk import walk_nodes
+from polyir.passes import register_pass
+
+MODES = ("greedy", "producer", "sibling")
+
+
+def _each_host(module: Module, change: Callable[[Function], Function]) -> Module:
+    functions = [change(f) if f.kind == "host" else f for f in module.functions]
+    if all(a is b for a, b in zip(functions, module.functions, strict=True)):
+        return module
+    return Module(tuple(functions))
+
+
+@register_pass("fuse")
+@dataclass(frozen=True)
+class Fuse:
+    """Fuse loop nests greedily by the cost model: producers into consumers at the
+    best legal depth (their intermediates then shrink with ``shrink-buffers``),
+    and sibling nests that read the same data."""
+
+    mode: str = "greedy"
+    max_depth: int = 0
+    tolerance: float = 0.3
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
+        if self.max_depth < 0 or self.tolerance < 0:
+            raise ValueError("max_depth and tolerance must be >= 0")
+
+    def run(self, module: Module, ctx: PassContext) -> Module:
+        options = FusionOptions(self.max_depth, self.tolerance)
+
+        def change(function: Function) -> Function:
+            where = f"function '{function.name}'"
+            if any(isinstance(n, (Barrier, Launch)) for n in walk_nodes(function.body)):
+                ctx.remark("fuse", where, "not fused: it holds GPU-mapped code (barriers or launches)")
+                return function
+            if self.mode in ("greedy", "producer"):
+                function, report = plan_and_fuse(function, ctx.target, ctx.analyses.isl, options)
+                for step in report.steps:
+                    ctx.remark("fuse", where, f"{step} ({step.reason})", kind="applied")
+                for (producer, consumer), why in report.unfused.items():
+                    ctx.remark("fuse", f"{where}, nests {producer} -> {consumer}", f"not fused: {why}")
+            if self.mode in ("greedy", "sibling"):
+                function = _fuse_siblings(function, ctx, where, self.max_depth)
+            return function
+
+        return _each_host(module, change)
+
+
+def _fuse_siblings(function: Function, ctx: PassContext, where: str, max_depth: int) -> Function:
+    changed = True
+    while changed:
+        changed = False
+        graph = NestGraph(function)
+        for nest in graph.nests:
+            for other, shared in graph.siblings(nest.index):
+                a, b = function.body[nest.index], function.body[other]
+                depth = common_depth(a, b)  # type: ignore[arg-type]
+                if max_depth:
+                    depth = min(depth, max_depth)
+                if depth == 0:
+                    continue
+                try:
+                    function = fuse_siblings(function, nest.index, other, depth, ctx.analyses.isl)
+                except FusionRefused as error:
+                    ctx.remark("fuse", f"{where}, siblings {nest.name} and {graph.nests[other].name}",
+                               f"not fused: {error.message}")
+                    continue
+                ctx.remark("fuse", where, f"siblings {nest.name} and {graph.nests[other].name} share "
+                                          f"{', '.join(sorted(shared))}: fused at depth {depth}",
+                           kind="applied")
+                changed = True
+                break
+            if changed:
+                break
+    return function
+
+
+@register_pass("fuse-nests")
+@dataclass(frozen=True)
+class FuseNests:
+    """Fuse the nest holding statement ``producer`` into the nest holding
+    statement ``consumer`` at ``depth`` (one explicit step; legality checked)."""
+
+    producer: str
+    consumer: str
+    depth: int = 1
+
+    def run(self, module: Module, ctx: PassContext) -> Module:
+        def change(function: Function) -> Function:
+            graph = NestGraph(function)
+            try:
+                first, second = graph.by_name(self.producer), graph.by_name(self.consumer)
+            except KeyError:
+                return function  # the statements live in another function
+            if first.index >= second.index:
+                raise FusionRefused(f"nest {self.producer} does not come before nest {self.consumer}")
+            return fuse_into(function, first.index, second.index, self.depth, ctx.analyses.isl).function
+
+        return _each_host(module, change)
+
+
+@register_pass("shrink-buffers")
+@dataclass(frozen=True)
+class ShrinkBuffers:
+    """Contract every local to its footprint per iteration of the innermost loop
+    around its accesses (a scalar, a row, a tile), declared at that loop; remove
+    locals nothing reads."""
+
+    def run(self, module: Module, ctx: PassContext) -> Module:
+        from polyir.transforms.remove_dead_statements import remove_dead_in_function as remove_dead
+
+        def change(function: Function) -> Function:
+            refused: list[tuple[str, str]] = []
+            result = remove_dead(shrink_buffers(remove_dead(function), ctx.analyses.isl, refused))
+            if result == function:
+                return function
+            for name, why in refused:
+                ctx.remark("shrink-buffers", f"function '{function.name}', local '{name}'",
+                           f"kept at full size: {why}")
+            return result
+
+        return _each_host(module, change)

@@ -1,0 +1,207 @@
+"""The greedy fusion policy: which producer goes into which consumer, at what depth.
+
+``plan_and_fuse(function, ctx, options)`` visits the nests in order; for each
+consumer it tries its producers (nearest first) at every depth of the
+consumer's outer loop chain, ranks the candidates with the cost model
+(``polyir.fusion.cost``: traffic saved, work repeated, working set against
+the target's cache), and applies the best one whose fused program passes the
+value-based check (the slice is the proposal; the check is the proof). After
+a fusion the graph is rebuilt and the scan starts again, so chains cascade
+(an element-wise chain becomes one nest; a normalisation's mean, variance and
+scaling become one nest per row; an epilogue moves into the producing matmul
+after its reduction loop).
+
+Every fusion becomes a :class:`FusionStep` (printed as the explicit
+``fuse-nests{producer=S3 consumer=S7 depth=2}`` that replays it), and every
+producer-consumer pair left unfused gets a remark with the reason: the
+dependence and its witness, or the cost.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import islpy as isl
+
+from polyir.errors import IllegalTransform
+from polyir.fusion.cost import DEFAULT_TOLERANCE, Estimate, decide, estimate
+from polyir.fusion.graph import NestGraph
+from polyir.fusion.producer_consumer import fuse_into, observable_buffers, window_scop
+from polyir.ir.nodes import For, Function
+from polyir.ir.walk import buffer_accesses
+from polyir.polyhedral.extract import Scop
+from polyir.polyhedral.footprint import footprints
+from polyir.polyhedral.slices import Slice, SliceError, compute_slice, loop_chain
+from polyir.target import Target
+
+
+@dataclass(frozen=True)
+class FusionStep:
+    """One applied fusion: nests named by a statement they hold."""
+
+    producer: str
+    consumer: str
+    depth: int
+    reason: str = ""
+
+    def __str__(self) -> str:
+        return f"fuse-nests{{producer={self.producer} consumer={self.consumer} depth={self.depth}}}"
+
+
+@dataclass(frozen=True)
+class FusionOptions:
+    """``max_depth``: deepest fusion tried (0: no limit); ``tolerance``: extra
+    producer work accepted; ``sizes``: symbol values for the estimates."""
+
+    max_depth: int = 0
+    tolerance: float = DEFAULT_TOLERANCE
+    sizes: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class FusionReport:
+    """What the policy did: the steps in order and the pairs it left, with why."""
+
+    steps: list[FusionStep] = field(default_factory=list)
+    unfused: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    @property
+    def pipeline(self) -> str:
+        """The explicit steps as a pipeline string that replays the plan."""
+        return ",".join(str(s) for s in self.steps)
+
+
+def working_set(scop: Scop, nest: int, depth: int, sizes: dict[str, int], device: str,
+                only: tuple[str, ...] = (), per_iteration: int = 1) -> tuple[int, int]:
+    """``(bytes, elements of only)``: what one iteration of nest ``nest``'s first
+    ``depth`` loops touches in ``scop`` (footprint boxes, outer variables at 0),
+    ``per_iteration`` times (a producer slice runs its chain body that often)."""
+    found = footprints(scop, nest, depth)
+    members = scop.statements_in_nest(nest)
+    env = {v: 0 for v in members[0].loop_vars[:depth]}
+    env.update({p: sizes.get(p, 64) for p in scop.params})
+    total, wanted = 0, 0
+    buffers = scop.function.buffers
+    for name, foot in found.items():
+        count = 1
+        for low, high in foot.box:
+            try:
+                count *= max(0, high.evaluate(env) - low.evaluate(env) + 1)
+            except KeyError:
+                count *= 64
+        count *= per_iteration
+        total += count * buffers[name].dtype.storage_bytes(device)
+        if name in only:
+            wanted += count
+    return total, wanted
+
+
+def _slice_points(piece: Slice, sizes: dict[str, int]) -> int:
+    """Producer chain iterations per consumer iteration (1 + the recompute, at least 1)."""
+    del sizes
+    return max(1, round(1 + piece.recompute))
+
+
+def _candidates(function: Function, producer: int, consumer: int, options: FusionOptions) -> list[int]:
+    node = function.body[consumer]
+    assert isinstance(node, For)
+    deepest = len(loop_chain(node))
+    if options.max_depth:
+        deepest = min(deepest, options.max_depth)
+    return list(range(deepest, 0, -1))
+
+
+def try_pair(function: Function, producer: int, consumer: int, target: Target, ctx: isl.Context,
+             options: FusionOptions) -> tuple[Function | None, FusionStep | None, str]:
+    """The best legal, profitable fusion of one pair: ``(fused function, step,
+    reason)``; ``(None, None, why not)`` when there is none."""
+    graph = NestGraph(function)
+    names = (graph.nests[producer].name, graph.nests[consumer].name)
+    device = "cuda" if target.kind == "cuda" else "cpu"
+    scop = window_scop(function, producer, consumer, ctx)
+    last = len(scop.function.body) - 1
+    ranked: list[tuple[tuple[float, int], int, Estimate]] = []
+    reasons: list[str] = []
+    for depth in _candidates(function, producer, consumer, options):
+        try:
+            piece = compute_slice(scop, 0, last, depth, options.sizes)
+        except SliceError as error:
+            reasons.append(f"depth {depth}: {error}")
+            continue
+        try:
+            ws_consumer, _ = working_set(scop, last, depth, options.sizes, device)
+            chain = len(piece.chain)
+            ws_producer, shrunk = working_set(scop, 0, chain, options.sizes, device, piece.buffers,
+                                              _slice_points(piece, options.sizes))
+        except (ValueError, isl.Error) as error:
+            reasons.append(f"depth {depth}: no footprint ({error})")
+            continue
+        removed = _producer_removable(function, producer, consumer)
+        candidate = estimate(function, function, consumer, depth, piece.buffers, removed,
+                             piece.recompute, ws_consumer + ws_producer, shrunk, options.sizes, device)
+        verdict = decide(candidate, target, options.tolerance)
+        if not verdict.accepted:
+            reasons.append(f"depth {depth}: {verdict.reason}")
+            continue
+        ranked.append(((-candidate.storage_reduction, -depth), depth, candidate))
+    ranked.sort(key=lambda item: item[0])
+    for _, depth, candidate in ranked:
+        try:
+            fused = fuse_into(function, producer, consumer, depth, ctx, check=True, scop=scop)
+        except IllegalTransform as error:
+            witness = f"; witness: {error.witness}" if error.witness else ""
+            reasons.append(f"depth {depth}: {error.message}{witness}")
+            continue
+        verdict = decide(candidate, target, options.tolerance)
+        return fused.function, FusionStep(names[0], names[1], depth, verdict.reason), ""
+    return None, None, "; ".join(reasons) or "no depth to fuse at"
+
+
+def _producer_removable(function: Function, producer: int, consumer: int) -> bool:
+    """Whether the producer nest can go once fused (what it writes is observed
+    by no other node), as ``fuse_into`` decides."""
+    observed = observable_buffers(function, producer, consumer)
+    _, writes = buffer_accesses((function.body[producer],))
+    between_reads, _ = buffer_accesses(function.body[producer + 1:consumer])
+    return not (writes & observed) and not (writes & between_reads)
+
+
+def plan_and_fuse(function: Function, target: Target, ctx: isl.Context,
+                  options: FusionOptions | None = None) -> tuple[Function, FusionReport]:
+    """Fuse greedily (see the module docstring); returns the new function and the report."""
+    options = options or FusionOptions()
+    report = FusionReport()
+    tried: dict[tuple[int, int], str] = {}
+    alive: list[object] = []   # keeps the nodes of ``tried``'s keys alive (ids stay unique)
+    changed = True
+    while changed:
+        changed = False
+        graph = NestGraph(function)
+        for consumer in range(len(graph.nests)):
+            if not graph.nests[consumer].is_loop:
+                continue
+            for producer, _ in graph.producers(consumer):
+                pair = (graph.nests[producer].name, graph.nests[consumer].name)
+                key = (id(function.body[producer]), id(function.body[consumer]))
+                if key in tried:
+                    continue
+                fused, step, why = try_pair(function, producer, consumer, target, ctx, options)
+                if fused is None:
+                    tried[key] = why
+                    alive.extend((function.body[producer], function.body[consumer]))
+                    report.unfused[pair] = why
+                    continue
+                assert step is not None
+                report.steps.append(step)
+                report.unfused.pop((step.producer, step.consumer), None)
+                function = fused
+                changed = True
+                break
+            if changed:
+                break
+    live = {nest.name for nest in NestGraph(function).nests}
+    report.unfused = {pair: why for pair, why in report.unfused.items()
+                      if pair[0] in live and pair[1] in live}
+    return function, report
+
+
+__all__ = ["FusionStep", "FusionOptions", "FusionReport", "plan_and_fuse", "try_pair", "working_set"]
