@@ -15,7 +15,8 @@ distribution) of every host function:
 
 A plan is a pipeline of the explicit mechanism passes; it is applied without
 the per-step checks and proven once, against the original nest's
-dependences, by ``check_rewrite`` (every statement instance mapped back to
+dependences, by ``check_rewrite`` (up to its trailing full/partial split and
+unroll-and-jam, see :func:`proven_prefix`) (every statement instance mapped back to
 the original through the origins the mechanisms report; the copy statements
 of the scratchpads are proven by their construction). A plan that fails to
 apply or to prove leaves the band as it was, and the next candidate is
@@ -170,6 +171,21 @@ def apply_steps(function: Function, steps: Sequence[object]
     return function, origins, copies
 
 
+def proven_prefix(steps: Sequence[object]) -> int:
+    """How many of ``steps`` :func:`auto_tile_function` proves with
+    ``check_rewrite``: all but the trailing ``split-tiles``/``unroll-jam``
+    steps. Those two only version a proven tile (full tiles apart from
+    partial ones, the same instances in the same order) and move a point
+    loop of a permutable band innermost (legal for any permutable band,
+    which ``check_permutable`` established for the band before the plan);
+    proving their output again costs isl seconds on a matrix product for
+    no new fact (the explicit passes still prove each step)."""
+    cut = len(steps)
+    while cut and isinstance(steps[cut - 1], (SplitTiles, UnrollJam)):
+        cut -= 1
+    return cut
+
+
 def prove(deps: Dependences, result: Function, index: int, origins: dict[str, Origin],
           copies: set[str], what: str) -> None:
     """Raise ``IllegalTransform`` unless nest ``index`` of ``result`` runs the
@@ -211,10 +227,12 @@ def auto_tile_function(function: Function, target: Target, remark: Remark,
                     order = plan.steps[0].order  # type: ignore[attr-defined]
                     check_permutation(deps, list(plan.band),
                                       [list(plan.band).index(v) for v in order]).require()
-                result, origins, copies = apply_steps(function, plan.steps)
-                if len(result.body) != len(function.body):
+                cut = proven_prefix(plan.steps)
+                proven, origins, copies = apply_steps(function, plan.steps[:cut])
+                if len(proven.body) != len(function.body):
                     raise PolyirError("the plan changed the number of top-level nests")
-                prove(deps, result, index, origins, copies, f"the {plan.kind} plan of loop '{head}'")
+                prove(deps, proven, index, origins, copies, f"the {plan.kind} plan of loop '{head}'")
+                result, _, _ = apply_steps(proven, plan.steps[cut:])
             except PolyirError as error:
                 remark(where, f"{plan.kind} plan not applied: {error}", "missed")
                 continue
@@ -233,4 +251,4 @@ def _loop(function: Function, var: str) -> For:
         raise KeyError(var) from None
 
 
-__all__ = ["TilePlan", "find_bands", "candidate_plans", "apply_steps", "prove", "auto_tile_function"]
+__all__ = ["TilePlan", "find_bands", "candidate_plans", "apply_steps", "proven_prefix", "prove", "auto_tile_function"]
