@@ -6,7 +6,8 @@ process on this machine, prints a table of medians and ratios, and writes
 (default ``bench/results``). Ratios above 1 mean polyir is slower.
 Sections: kernels (corpus vs numpy), models (vs eager and Inductor), fusion
 (nests and intermediate bytes before and after fusion, and the time of both
-builds, realistic model sizes included), compile
+builds, realistic model sizes included), tiling (matrix products through
+auto-tile vs numpy, f32/f64, 1 and 2 threads), compile
 (cold/warm compile time vs Inductor), scaling (N stacked layers), native
 (bench/cpu_bench.py), gpu (target="cuda"; nothing without a GPU), jax_models
 (polyir.jax.jit vs jax.jit on XLA CPU, run and compile time).
@@ -28,7 +29,7 @@ def _threads_label() -> str:
     from bench import config
     return "all cores" if config.THREADS is None else str(config.THREADS)
 
-SECTIONS = ("kernels", "models", "fusion", "compile", "scaling", "native", "gpu", "jax_models")
+SECTIONS = ("kernels", "models", "fusion", "tiling", "compile", "scaling", "native", "gpu", "jax_models")
 FORMAT = 1
 """Version of the layout of results.json (bump when fields change meaning)."""
 

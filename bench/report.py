@@ -26,6 +26,9 @@ TABLES: dict[str, tuple[str, list[str]]] = {
     "scaling": ("compile-time scaling on a stack of N Linear-LayerNorm-GELU layers (seconds)",
                 ["layers", "loop_nests", "polyir_cold_s", "polyir_warm_s", "inductor_cold_s",
                  "inductor_warm_s", "ratio_cold_vs_inductor", "note"]),
+    "tiling": ("matrix products through auto-tile vs numpy (seconds per call)",
+               ["name", "shape", "dtype", "threads", "polyir_s", "numpy_s", "ratio_vs_numpy",
+                "polyir_gflops", "numpy_gflops", "compile_s", "note"]),
     "native": ("native CPU micro-benchmarks (bench/cpu_bench.py)",
                ["name", "shape", "polyir_s", "peer", "peer_s", "ratio", "note"]),
     "gpu": ("GPU (target=\"cuda\")", ["name", "shape", "dtype", "polyir_s", "peer", "peer_s", "ratio",
@@ -217,7 +220,7 @@ def write_plots(report: dict[str, Any], out: Path) -> list[Path]:
 
 ROW_KEYS: dict[str, tuple[str, ...]] = {
     "kernels": ("name",), "models": ("model", "batch"), "compile": ("model",),
-    "scaling": ("layers",), "native": ("name", "shape"), "gpu": ("name", "shape", "peer"),
+    "scaling": ("layers",), "tiling": ("name", "shape", "dtype", "threads"), "native": ("name", "shape"), "gpu": ("name", "shape", "peer"),
 }
 """The fields that identify a row of each section across runs."""
 

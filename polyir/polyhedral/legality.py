@@ -276,8 +276,8 @@ def check_schedule(target: Scop | Function | Module | Dependences,
         return Legality(True)
     dep, violating = bad[0]
     witness = make_witness(scop, dep, violating, "")
-    times = [_time(new, scop, inst) for inst in (witness.source, witness.sink)]
-    consequence = (f"the new schedule runs {witness.sink} first" if times[0] != times[1]
+    moments = [_time(new, scop, inst) for inst in (witness.source, witness.sink)]
+    consequence = (f"the new schedule runs {witness.sink} first" if moments[0] != moments[1]
                    else f"the new schedule runs {witness.source} and {witness.sink} at the same time")
     witness = Witness(witness.source, witness.sink, witness.buffer, witness.element,
                       witness.source_access, witness.sink_access, witness.params, consequence)

@@ -38,7 +38,13 @@ from polyir.ir.nodes import For, Function, If, Node
 from polyir.passes import format_pipeline
 from polyir.polyhedral.dependences import Dependences
 from polyir.polyhedral.extract import NotPolyhedral
-from polyir.polyhedral.legality import Origin, check_permutable, check_permutation, check_rewrite, compose_origins
+from polyir.polyhedral.legality import (
+    Origin,
+    check_permutable,
+    check_permutation,
+    check_rewrite,
+    compose_origins,
+)
 from polyir.target import Target
 from polyir.tiling.bands import nest_dependences, nest_function, nest_of, perfect_chain
 from polyir.tiling.copies import copy_buffer
@@ -71,6 +77,9 @@ class TilePlan:
     kind: str
     steps: tuple[object, ...]
     why: str
+    parallel: tuple[str, ...] = ()
+    """``(tile loop, band loop)``: the tile loop to run in parallel on a
+    multi-core target when no dependence crosses two values of the band loop."""
 
     @property
     def pipeline(self) -> str:
@@ -126,8 +135,10 @@ def _contraction_plans(function: Function, c: Contraction, target: Target, gemm_
     taken = names_in(function)
     if len(c.k) == 1 and (amount is None or amount >= gemm_work):
         sizes = gemm_sizes(target, c.element_bytes, m, n, k)
-        plans.append(TilePlan(c.band, "gemm", gemm_plan(c, sizes, set(taken)),
-                              f"matrix product ({roles}): {sizes}"))
+        steps = gemm_plan(c, sizes, set(taken))
+        blocks = next(step for step in steps if isinstance(step, Tile))
+        plans.append(TilePlan(c.band, "gemm", steps, f"matrix product ({roles}): {sizes}",
+                              (blocks.names[0], c.i)))
     if amount is None or amount >= register_work:
         tile = register_tile(target, c.element_bytes, m, n)
         plans.append(TilePlan(c.band, "register", register_plan(c, tile, set(taken)),
@@ -236,11 +247,36 @@ def auto_tile_function(function: Function, target: Target, remark: Remark,
             except PolyirError as error:
                 remark(where, f"{plan.kind} plan not applied: {error}", "missed")
                 continue
-            remark(where, f"{plan.why}: {plan.pipeline}", "applied")
+            pipeline = plan.pipeline
+            if plan.parallel and target.cores > 1 and independent_along(deps, plan.parallel[1]):
+                result = mark_loop_parallel(result, plan.parallel[0])
+                pipeline += f",mark-parallel{{loops={plan.parallel[0]}}}"
+            remark(where, f"{plan.why}: {pipeline}", "applied")
             function = result
             deps_cache.pop(index, None)
             break
     return function
+
+
+def independent_along(deps: Dependences, var: str) -> bool:
+    """Does no dependence of ``deps`` relate two instances with different values
+    of loop ``var`` (every direction along it ``=``)? Then any loop whose
+    iterations take disjoint ranges of ``var`` (its tile loop, wherever the
+    plan puts it) may run them in parallel."""
+    loop = deps.scop.loop(var).id
+    for dep in deps.memory():
+        if loop not in dep.common or dep.direction[dep.common.index(loop)] != "=":
+            return False
+    return True
+
+
+def mark_loop_parallel(function: Function, var: str) -> Function:
+    """``function`` with loop ``var`` marked ``parallel``."""
+    from dataclasses import replace
+
+    from polyir.tiling.bands import replace_node
+    loop = _loop(function, var)
+    return replace_node(function, loop, [replace(loop, parallel=True)])
 
 
 def _loop(function: Function, var: str) -> For:
@@ -251,4 +287,5 @@ def _loop(function: Function, var: str) -> For:
         raise KeyError(var) from None
 
 
-__all__ = ["TilePlan", "find_bands", "candidate_plans", "apply_steps", "proven_prefix", "prove", "auto_tile_function"]
+__all__ = ["TilePlan", "find_bands", "candidate_plans", "apply_steps", "proven_prefix", "prove",
+           "independent_along", "mark_loop_parallel", "auto_tile_function"]

@@ -141,7 +141,10 @@ def plan_dimensions(scop: Scop, footprint: Footprint, shape: Sequence[Aff],
                                                           list[Aff], list[Aff]]:
     """Per dimension of ``footprint``'s box: copy-loop lower and upper lists,
     index origin and largest extent (symbols only)."""
-    lowers, uppers, bases, extents = [], [], [], []
+    lowers: list[tuple[Aff, ...]] = []
+    uppers: list[tuple[Aff, ...]] = []
+    bases: list[Aff] = []
+    extents: list[Aff] = []
     rank = len(footprint.box)
     for d, (lo, hi) in enumerate(footprint.box):
         low, high = _bound_lists(lo, "lower"), _bound_lists(hi, "upper")
@@ -153,7 +156,7 @@ def plan_dimensions(scop: Scop, footprint: Footprint, shape: Sequence[Aff],
             expr = f"x{d} - ({aff_to_isl(base, outer_names)}) + 1"
             extent = _symbolic_max(scop, _relation_values(scop, footprint.relation, footprint.outer,
                                                           rank, expr))
-        if extent is None:
+        if low is None or high is None or extent is None:
             low, high, base, extent = (Aff.const(0),), (shape[d] - 1,), Aff.const(0), shape[d]
         lowers.append(low)
         uppers.append(tuple(h + 1 for h in high))

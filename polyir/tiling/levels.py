@@ -95,7 +95,8 @@ def contraction_roles(function: Function, chain: Sequence[For]) -> Contraction |
     if len(body) != 1 or not isinstance(body[0], Assign):
         return None
     stmt = body[0]
-    if reduction_of(stmt) is None or reduction_of(stmt)[1] != "+":
+    update = reduction_of(stmt)
+    if update is None or update[1] != "+":
         return None
     buffers = function.buffers
     out = buffers.get(stmt.buffer)

@@ -25,8 +25,10 @@ Cache tiles (``Kc``, ``Mc``, ``Nc``), BLIS's loop order ``jc, kc, ic, jr, ir``:
 * ``Mc``: the packed ``Mc x Kc`` block of the left operand in a quarter of L2
   (``Mc = S2 / 4 / (Kc * elem)``, a multiple of ``Mr``), the rest of L2 for the
   panels streaming through it;
-* ``Nc``: Polly's ``256 * Nr`` (the packed panel lives in L3) up to 4096, at most the
-  columns one core gets when the columns are shared among the cores;
+* ``Nc``: Polly's ``256 * Nr`` (the packed panel lives in L3) up to 4096;
+* on several cores the row blocks are shared among them (``auto-tile`` runs
+  the ``ic`` loop in parallel): ``Mc`` is a quarter of the above, and at most
+  the rows one core gets when the extent is known;
 
 every size clipped to the problem's extent (rounded up to the register
 tile) when the extent is a known constant.
@@ -133,8 +135,11 @@ def gemm_sizes(target: Target, elem_bytes: int, m: int | None = None, n: int | N
     mc = int(l2.size / (4 * kc * elem_bytes))
     mc = max(tile.mr, mc // tile.mr * tile.mr)
     nc = min(NC_QUOTIENT * tile.nr, NC_MAX)
-    if n is not None and target.cores > 1:
-        nc = min(nc, _round_up(math.ceil(n / target.cores), tile.nr))
+    if target.cores > 1:
+        # the row blocks (``ic``) are what the cores share: a few per core
+        mc = max(tile.mr, mc // 4 // tile.mr * tile.mr)
+        if m is not None:
+            mc = min(mc, _round_up(math.ceil(m / target.cores), tile.mr))
     if k is not None:
         kc = min(kc, k)
     if m is not None:

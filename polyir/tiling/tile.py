@@ -129,10 +129,10 @@ def tile_band(function: Function, loops: Sequence[str], sizes: Sequence[int],
             if loop.step != 1 and any(v in band_vars for b in loop.lower for v in b.variables()):
                 raise UnsupportedNest(f"loop '{var}' has step {loop.step} and a lower bound that "
                                       f"depends on the band; tile it first without that")
-            lower = loop.lower if loop.step != 1 else _bound_list(loop.lower, ranges, lowest=True)
-            upper = _bound_list([u - 1 for u in loop.upper], ranges, lowest=False)
-            upper = tuple(u + 1 for u in upper)
-            tile_loops.append(For(tile_var[var], lower, upper, (), step=span, parallel=loop.parallel))
+            first = loop.lower if loop.step != 1 else _bound_list(loop.lower, ranges, lowest=True)
+            last = _bound_list([u - 1 for u in loop.upper], ranges, lowest=False)
+            tile_loops.append(For(tile_var[var], first, tuple(u + 1 for u in last), (), step=span,
+                                  parallel=loop.parallel))
             t = Aff.var(tile_var[var])
             ranges[var] = ((t,), (t + (span - loop.step),))
         else:

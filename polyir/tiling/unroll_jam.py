@@ -29,7 +29,7 @@ from dataclasses import replace
 
 from polyir.ir.affine import Aff, Constraint
 from polyir.ir.names import claim_name, find_loop, names_in
-from polyir.ir.nodes import For, Function, If, Node
+from polyir.ir.nodes import Assign, For, Function, If, Node
 from polyir.ir.walk import STATEMENT_NODES, substitute_node
 from polyir.polyhedral.dependences import Dependences
 from polyir.polyhedral.legality import Origin, check_permutation, check_rewrite
@@ -82,7 +82,8 @@ def _keep_names(nodes: tuple[Node, ...], var: str, value: Aff
     """``nodes`` as they are, and the origin of each statement in them (``var``
     given by ``value``)."""
     from polyir.tiling.bands import statements_inside
-    return nodes, {s.name: Origin.of(s.name, {var: value}) for s in statements_inside(nodes)}
+    return nodes, {s.name: Origin.of(s.name, {var: value}) for s in statements_inside(nodes)
+                   if isinstance(s, Assign)}
 
 
 def _jam(loop: For, factor: int, taken: set[str], depth: int = -1
