@@ -184,15 +184,15 @@ def apply_steps(function: Function, steps: Sequence[object]
 
 def proven_prefix(steps: Sequence[object]) -> int:
     """How many of ``steps`` :func:`auto_tile_function` proves with
-    ``check_rewrite``: all but the trailing ``split-tiles``/``unroll-jam``
-    steps. Those two only version a proven tile (full tiles apart from
-    partial ones, the same instances in the same order) and move a point
-    loop of a permutable band innermost (legal for any permutable band,
-    which ``check_permutable`` established for the band before the plan);
-    proving their output again costs isl seconds on a matrix product for
-    no new fact (the explicit passes still prove each step)."""
+    ``check_rewrite``: all but the trailing ``split-tiles`` and plain unrolls
+    (``unroll-jam`` with ``depth=0``). Neither reorders a statement instance:
+    the split versions a proven tile into full and partial tiles (the same
+    instances, each in its original order), the unroll repeats the body in
+    sequence. Proving their output again costs isl seconds on a matrix
+    product for no new fact (the explicit passes still prove each step)."""
     cut = len(steps)
-    while cut and isinstance(steps[cut - 1], (SplitTiles, UnrollJam)):
+    while cut and (isinstance(steps[cut - 1], SplitTiles)
+                   or (isinstance(steps[cut - 1], UnrollJam) and steps[cut - 1].depth == 0)):
         cut -= 1
     return cut
 
@@ -232,7 +232,7 @@ def auto_tile_function(function: Function, target: Target, remark: Remark,
             continue
         for plan in plans:
             try:
-                if plan.kind in ("gemm", "register"):
+                if plan.kind == "gemm":
                     check_permutable(deps, list(plan.band)).require()
                 else:
                     order = plan.steps[0].order  # type: ignore[attr-defined]

@@ -152,6 +152,31 @@ def test_batched_matmul_keeps_the_batch_loop_outside() -> None:
     assert_equivalent(module, result, trials=1, sizes={"B": 2, "M": 7, "N": 9, "K": 5})
 
 
+def test_convolution_as_loops_gets_a_register_tile_with_the_reduction_order_kept() -> None:
+    text = """func conv(O: f32[CO, H, W], I: f32[CI, H + 2, W + 2], F: f32[CO, CI, 3, 3]) {
+  for co = 0 to CO {
+    for h = 0 to H {
+      for w = 0 to W {
+        for ci = 0 to CI {
+          for kh = 0 to 3 {
+            for kw = 0 to 3 {
+              S0: O[co, h, w] = O[co, h, w] + F[co, ci, kh, kw] * I[ci, h + kh, w + kw]
+            }
+          }
+        }
+      }
+    }
+  }
+}"""
+    module = polyir.parse(text)
+    result, ctx = _auto_tile(module)
+    why = ctx.remarks_of("auto-tile", "applied")[0].why
+    assert why.startswith("register tile (rows co, columns w, reduction ci, kh, kw)")
+    # exact: every output element still sums over ci, kh, kw in the original order
+    assert_equivalent(module, result, trials=1, sizes={"CO": 5, "CI": 2, "H": 3, "W": 9},
+                      rtol=0, atol=0)
+
+
 def test_column_walking_nest_gets_a_unit_stride_order() -> None:
     text = """func f(B: f32[N, M], A: f32[N, M]) {
   for j = 0 to M {
