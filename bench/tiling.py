@@ -3,7 +3,8 @@
 ``python -m bench --sections tiling [--quick]`` (or ``python -m bench.tiling``)
 compiles the textbook kernel ``C = 0; C[i, j] += A[i, k] * B[k, j]`` (symbolic
 extents) with the default CPU pipeline (``fuse,shrink-buffers,distribute,
-auto-tile``; on 2 threads ``mark-parallel`` is appended) and ``fast_math``
+auto-tile``; on 2 threads ``auto-tile{parallel=true}``, which runs the row
+blocks in parallel) and ``fast_math``
 (as ``polyir.compile`` uses it), checks it against ``A @ B`` and times both,
 interleaved, for f32 and f64 at 256^3 ... 2048^3 (``--quick``: 256^3 and
 512^3), on 1 thread and on 2 threads (numpy's OpenBLAS is given the same
@@ -66,7 +67,9 @@ def bench_matmul(n: int, dtype: str, threads: int, repeats: int, pipeline: str |
                            "shape": f"{n}^3", "dtype": dtype, "threads": threads}
     target = cpu(threads)
     if pipeline is None:
-        pipeline = default_pipeline(target) + (",mark-parallel" if threads > 1 else "")
+        pipeline = default_pipeline(target)
+        if threads > 1:
+            pipeline = pipeline.replace("auto-tile", "auto-tile{parallel=true}")
     start = time.perf_counter()
     executable = compile_ir(polyir.parse(MATMUL.format(t=dtype)), target, pipeline, cache_dir=None,
                             fast_math=True)

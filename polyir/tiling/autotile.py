@@ -20,7 +20,9 @@ unroll-and-jam, see :func:`proven_prefix`) (every statement instance mapped back
 the original through the origins the mechanisms report; the copy statements
 of the scratchpads are proven by their construction). A plan that fails to
 apply or to prove leaves the band as it was, and the next candidate is
-tried. Every decision is a remark: ``applied`` ones carry the plan as a
+tried. With ``parallel`` (``auto-tile{parallel=true}``) the row-block loop
+of BLIS's plan is marked ``parallel`` on a multi-core target when no
+dependence relates two rows. Every decision is a remark: ``applied`` ones carry the plan as a
 pipeline string that ``polyir.transform`` replays, ``missed`` ones the reason
 (a dependence with two instances, an unsupported construct).
 
@@ -110,13 +112,13 @@ def find_bands(function: Function) -> list[list[For]]:
 
 # ------------------------------------------------------------------ choosing
 def candidate_plans(function: Function, chain: Sequence[For], target: Target,
-                    gemm_work: int, register_work: int) -> list[TilePlan]:
+                    gemm_work: int, register_work: int, parallel: bool = False) -> list[TilePlan]:
     """The plans worth trying for the band ``chain``, best first."""
     plans: list[TilePlan] = []
     band = tuple(loop.var for loop in chain)
     roles = contraction_roles(function, chain)
     if roles is not None and roles.rectangular:
-        plans += _contraction_plans(function, roles, target, gemm_work, register_work)
+        plans += _contraction_plans(function, roles, target, gemm_work, register_work, parallel)
     for order in unit_stride_order(function, chain):
         plans.append(TilePlan(band, "order", order_plan(band, order),
                               f"loop {order[-1]} innermost: unit-stride accesses"))
@@ -124,7 +126,7 @@ def candidate_plans(function: Function, chain: Sequence[For], target: Target,
 
 
 def _contraction_plans(function: Function, c: Contraction, target: Target, gemm_work: int,
-                       register_work: int) -> list[TilePlan]:
+                       register_work: int, parallel: bool = False) -> list[TilePlan]:
     amount = work(c)
     m, n = c.extent(c.i), c.extent(c.j)
     k = c.extent(c.k[0]) if len(c.k) == 1 else None
@@ -134,7 +136,7 @@ def _contraction_plans(function: Function, c: Contraction, target: Target, gemm_
     roles = f"rows {c.i}, columns {c.j}, reduction {', '.join(c.k)}"
     taken = names_in(function)
     if len(c.k) == 1 and (amount is None or amount >= gemm_work):
-        sizes = gemm_sizes(target, c.element_bytes, m, n, k)
+        sizes = gemm_sizes(target, c.element_bytes, m, n, k, target.cores if parallel else 1)
         steps = gemm_plan(c, sizes, set(taken))
         blocks = next(step for step in steps if isinstance(step, Tile))
         plans.append(TilePlan(c.band, "gemm", steps, f"matrix product ({roles}): {sizes}",
@@ -206,7 +208,8 @@ def prove(deps: Dependences, result: Function, index: int, origins: dict[str, Or
 
 
 def auto_tile_function(function: Function, target: Target, remark: Remark,
-                       gemm_work: int = 1 << 21, register_work: int = 1 << 15) -> Function:
+                       gemm_work: int = 1 << 21, register_work: int = 1 << 15,
+                       parallel: bool = False) -> Function:
     """``function`` with every band tiled by the plan the cost model chooses
     (see the module docstring); ``remark(where, why, kind)`` hears every
     decision. Returns ``function`` itself when no plan applies."""
@@ -219,7 +222,7 @@ def auto_tile_function(function: Function, target: Target, remark: Remark,
         except KeyError:
             continue
         chain = perfect_chain(current)[:len(chain)]
-        plans = candidate_plans(function, chain, target, gemm_work, register_work)
+        plans = candidate_plans(function, chain, target, gemm_work, register_work, parallel)
         if not plans:
             continue
         index = nest_of(function, chain[0])
@@ -248,7 +251,8 @@ def auto_tile_function(function: Function, target: Target, remark: Remark,
                 remark(where, f"{plan.kind} plan not applied: {error}", "missed")
                 continue
             pipeline = plan.pipeline
-            if plan.parallel and target.cores > 1 and independent_along(deps, plan.parallel[1]):
+            if parallel and plan.parallel and target.cores > 1 \
+                    and independent_along(deps, plan.parallel[1]):
                 result = mark_loop_parallel(result, plan.parallel[0])
                 pipeline += f",mark-parallel{{loops={plan.parallel[0]}}}"
             remark(where, f"{plan.why}: {pipeline}", "applied")

@@ -211,10 +211,15 @@ class AutoTile:
     unit-stride loop order. Each applied plan is a remark holding it as a
     pipeline of ``tile``/``interchange``/``copies``/``split-tiles``/``unroll-jam``
     passes; each band left alone says why. ``gemm_work`` and ``register_work``:
-    the instance counts (known extents) from which each plan is used."""
+    the instance counts (known extents) from which each plan is used.
+    ``parallel``: on a multi-core target, mark the row-block loop of BLIS's
+    plan ``parallel`` (and size the row blocks per core); off by default
+    because LLVM does not keep the register tile in registers inside the
+    outlined parallel body yet (measured slower than one thread)."""
 
     gemm_work: int = 1 << 21
     register_work: int = 1 << 15
+    parallel: bool = False
 
     def run(self, module: Module, ctx: PassContext) -> Module:
         from polyir.tiling.autotile import auto_tile_function
@@ -232,7 +237,7 @@ class AutoTile:
                 ctx.remark("auto-tile", where, why, kind)
 
             functions.append(auto_tile_function(function, ctx.target, remark, self.gemm_work,
-                                                self.register_work))
+                                                self.register_work, self.parallel))
         if all(a is b for a, b in zip(functions, module.functions, strict=True)):
             return module
         return Module(tuple(functions))

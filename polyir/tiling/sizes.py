@@ -26,8 +26,8 @@ Cache tiles (``Kc``, ``Mc``, ``Nc``), BLIS's loop order ``jc, kc, ic, jr, ir``:
   (``Mc = S2 / 4 / (Kc * elem)``, a multiple of ``Mr``), the rest of L2 for the
   panels streaming through it;
 * ``Nc``: Polly's ``256 * Nr`` (the packed panel lives in L3) up to 4096;
-* on several cores the row blocks are shared among them (``auto-tile`` runs
-  the ``ic`` loop in parallel): ``Mc`` is a quarter of the above, and at most
+* when the row blocks are shared among several cores (``auto-tile{parallel=true}``
+  runs the ``ic`` loop in parallel): ``Mc`` is a quarter of the above, and at most
   the rows one core gets when the extent is known;
 
 every size clipped to the problem's extent (rounded up to the register
@@ -125,9 +125,10 @@ def register_tile(target: Target, elem_bytes: int, rows: int | None = None,
 
 
 def gemm_sizes(target: Target, elem_bytes: int, m: int | None = None, n: int | None = None,
-               k: int | None = None) -> GemmSizes:
+               k: int | None = None, cores: int = 1) -> GemmSizes:
     """The tiles of a matrix product ``C[m, n] += A[m, k] * B[k, n]`` on
-    ``target`` (``m``, ``n``, ``k``: the extents when known)."""
+    ``target`` (``m``, ``n``, ``k``: the extents when known; ``cores``: how
+    many cores share the row blocks)."""
     tile = register_tile(target, elem_bytes, m, n)
     l1, l2 = target.cache(1), target.cache(2)
     kc = int(4 * l1.size / (3 * tile.nr * elem_bytes)) // 32 * 32
@@ -135,11 +136,11 @@ def gemm_sizes(target: Target, elem_bytes: int, m: int | None = None, n: int | N
     mc = int(l2.size / (4 * kc * elem_bytes))
     mc = max(tile.mr, mc // tile.mr * tile.mr)
     nc = min(NC_QUOTIENT * tile.nr, NC_MAX)
-    if target.cores > 1:
+    if cores > 1:
         # the row blocks (``ic``) are what the cores share: a few per core
         mc = max(tile.mr, mc // 4 // tile.mr * tile.mr)
         if m is not None:
-            mc = min(mc, _round_up(math.ceil(m / target.cores), tile.mr))
+            mc = min(mc, _round_up(math.ceil(m / cores), tile.mr))
     if k is not None:
         kc = min(kc, k)
     if m is not None:

@@ -15,7 +15,8 @@ import polyir
 from polyir.context import PassContext
 from polyir.driver import compile_ir, default_pipeline
 from polyir.ir.interpreter import interpret
-from polyir.ir.nodes import Buffer, Module
+from polyir.ir.nodes import Buffer, For, Module
+from polyir.ir.walk import walk_nodes
 from polyir.passes import transform
 from polyir.target import CacheLevel, Target, cpu
 from polyir.testing import assert_equivalent, assert_preserves_or_refuses, programs
@@ -216,6 +217,24 @@ def test_an_illegal_loop_order_is_refused_with_a_remark_naming_two_instances() -
     missed = ctx.remarks_of("auto-tile", "missed")
     assert len(missed) == 1 and "order plan not applied" in missed[0].why
     assert re.search(r"S0\(j=\d+, i=\d+\).*S0\(j=\d+, i=\d+\)", missed[0].why), missed[0].why
+
+
+def test_parallel_row_blocks_on_a_multi_core_target() -> None:
+    module = polyir.parse(MATMUL)
+    two = Target("cpu", cores=2, vector_bits=128, vector_registers=16, caches=TINY.caches,
+                 cache_bytes=TINY.cache_bytes)
+    serial, _ = _auto_tile(module, two)
+    assert not any(loop.parallel for loop in _all_loops(serial))
+    result, ctx = _auto_tile(module, two, "auto-tile{gemm_work=0 register_work=0 parallel=true}")
+    marked = [loop.var for loop in _all_loops(result) if loop.parallel]
+    assert marked == ["i_c"], marked
+    assert ctx.remarks_of("auto-tile", "applied")[0].why.endswith("mark-parallel{loops=i_c}")
+    for order in ("reverse", "shuffle"):
+        assert_equivalent(module, result, trials=1, sizes={"M": 11, "N": 13, "K": 4}, parallel_order=order)
+
+
+def _all_loops(module: Module) -> list[For]:
+    return [n for n in walk_nodes(module.entry.body) if isinstance(n, For)]
 
 
 def test_default_cpu_pipeline_tiles_after_fusion() -> None:
