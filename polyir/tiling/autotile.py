@@ -193,8 +193,10 @@ def proven_prefix(steps: Sequence[object]) -> int:
     sequence. Proving their output again costs isl seconds on a matrix
     product for no new fact (the explicit passes still prove each step)."""
     cut = len(steps)
-    while cut and (isinstance(steps[cut - 1], SplitTiles)
-                   or (isinstance(steps[cut - 1], UnrollJam) and steps[cut - 1].depth == 0)):
+    while cut:
+        step = steps[cut - 1]
+        if not (isinstance(step, SplitTiles) or (isinstance(step, UnrollJam) and step.depth == 0)):
+            break
         cut -= 1
     return cut
 
