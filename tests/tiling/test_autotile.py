@@ -244,7 +244,7 @@ def test_default_cpu_pipeline_tiles_after_fusion() -> None:
 
 
 # ------------------------------------------------------------------ oracles
-@settings(max_examples=examples(15), deadline=None)
+@settings(max_examples=examples(10), deadline=None)
 @given(programs(max_depth=3, max_statements=3))
 def test_auto_tile_preserves_or_refuses_on_random_programs(module: Module) -> None:
     for order in ("forward", "reverse", "shuffle"):
