@@ -239,7 +239,7 @@ def auto_tile_function(function: Function, target: Target, remark: Remark,
             try:
                 if plan.kind == "gemm":
                     check_permutable(deps, list(plan.band)).require()
-                else:
+                elif plan.kind == "order":
                     order = plan.steps[0].order  # type: ignore[attr-defined]
                     check_permutation(deps, list(plan.band),
                                       [list(plan.band).index(v) for v in order]).require()

@@ -178,6 +178,24 @@ def test_convolution_as_loops_gets_a_register_tile_with_the_reduction_order_kept
                       rtol=0, atol=0)
 
 
+def test_two_reduction_loops_in_plan_order_get_the_register_tile() -> None:
+    text = """func f(C: f32[M, N], A: f32[M, K, L], B: f32[K, L, N]) {
+  for i = 0 to M {
+    for j = 0 to N {
+      for k = 0 to K {
+        for l = 0 to L {
+          S0: C[i, j] = C[i, j] + A[i, k, l] * B[k, l, j]
+        }
+      }
+    }
+  }
+}"""
+    module = polyir.parse(text)
+    result, ctx = _auto_tile(module)
+    assert "register tile (rows i, columns j, reduction k, l)" in ctx.remarks_of("auto-tile", "applied")[0].why
+    assert_equivalent(module, result, trials=1, sizes={"M": 5, "N": 7, "K": 2, "L": 3}, rtol=0, atol=0)
+
+
 def test_column_walking_nest_gets_a_unit_stride_order() -> None:
     text = """func f(B: f32[N, M], A: f32[N, M]) {
   for j = 0 to M {
