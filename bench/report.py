@@ -31,6 +31,9 @@ TABLES: dict[str, tuple[str, list[str]]] = {
                 ["size", "polyir_compile_s", "inductor_compile_s", "polyir_recompiles",
                  "inductor_recompiles", "polyir_dynamic_s", "polyir_static_s", "inductor_dynamic_s",
                  "ratio_dynamic_vs_static", "ratio_vs_inductor", "note"]),
+    "tiling": ("matrix products through auto-tile vs numpy (seconds per call)",
+               ["name", "shape", "dtype", "threads", "polyir_s", "numpy_s", "ratio_vs_numpy",
+                "polyir_gflops", "numpy_gflops", "compile_s", "note"]),
     "native": ("native CPU micro-benchmarks (bench/cpu_bench.py)",
                ["name", "shape", "polyir_s", "peer", "peer_s", "ratio", "note"]),
     "gpu": ("GPU (target=\"cuda\")", ["name", "shape", "dtype", "polyir_s", "peer", "peer_s", "ratio",
@@ -222,8 +225,8 @@ def write_plots(report: dict[str, Any], out: Path) -> list[Path]:
 
 ROW_KEYS: dict[str, tuple[str, ...]] = {
     "kernels": ("name",), "models": ("model", "batch"), "compile": ("model",),
-    "scaling": ("layers",), "dynamic": ("size",), "native": ("name", "shape"),
-    "gpu": ("name", "shape", "peer"),
+    "scaling": ("layers",), "dynamic": ("size",), "tiling": ("name", "shape", "dtype", "threads"),
+    "native": ("name", "shape"), "gpu": ("name", "shape", "peer"),
 }
 """The fields that identify a row of each section across runs."""
 

@@ -28,7 +28,7 @@ from polyir.target import Target, resolve
 LOGGER = logging.getLogger("polyir.driver")
 
 _PIPELINES = {
-    "cpu": "fuse,online-reductions,shrink-buffers",
+    "cpu": "fuse,online-reductions,shrink-buffers,distribute,auto-tile",
     "interpret": "fuse,online-reductions,shrink-buffers",
     "cuda": "fuse,shrink-buffers,mark-parallel,gpu-map",
 }
@@ -40,8 +40,11 @@ def default_pipeline(target: Target | str | None = None) -> str:
     Every target: ``fuse,shrink-buffers`` (slicing fusion by the cost model,
     intermediates contracted to loop-scoped locals); the CPU and the
     interpreter run ``online-reductions`` between them (softmax statistics
-    and attention in one traversal over key tiles); CUDA adds
-    ``mark-parallel,gpu-map`` (parallel loops become grids and blocks).
+    and attention in one traversal over key tiles); CPU adds
+    ``distribute,auto-tile`` (perfect bands, then tiling, packing and register
+    tiles from the Target's cache and register facts; exact: no sum changes
+    order); CUDA adds ``mark-parallel,gpu-map`` (parallel loops become grids
+    and blocks).
     """
     return _PIPELINES[resolve(target).kind]
 

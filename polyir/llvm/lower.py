@@ -215,7 +215,7 @@ class FunctionLowerer(ExprLowering):
             for buffer in missing:
                 pointer = self.hooks.allocate_local(self, buffer)
                 if pointer is None:
-                    pointer = self._default_local(buffer)
+                    pointer = self._default_local(buffer, zeroed=False)
                 self.bind_buffer(buffer, pointer)
         self._check_allocations()
 
@@ -269,7 +269,11 @@ class FunctionLowerer(ExprLowering):
             count *= max(0, d.constant)
         return count * byte_size(self.hooks.storage_type(buffer.dtype)) <= STACK_LIMIT_BYTES
 
-    def _default_local(self, buffer: Buffer) -> ir.Value:
+    def _default_local(self, buffer: Buffer, zeroed: bool = True) -> ir.Value:
+        """Stack memory for a small constant-size local, else heap memory
+        (``calloc``; ``malloc`` when not ``zeroed``: a loop-scoped local's
+        contents are undefined at the start of each iteration, and a scratchpad
+        of megabytes would otherwise be cleared on every call)."""
         storage = self.hooks.storage_type(buffer.dtype)
         elem_bytes = byte_size(storage)
         const_count = 1
@@ -281,12 +285,18 @@ class FunctionLowerer(ExprLowering):
         if not buffer.shape or (small and buffer.space in (MemorySpace.LOCAL, MemorySpace.SHARED)):
             array = ir.ArrayType(storage, max(1, const_count))
             slot = self.entry_alloca(array, name=buffer.name)
-            self.builder.store(ir.Constant(array, None), slot)
+            if zeroed:
+                self.builder.store(ir.Constant(array, None), slot)
             return slot
         count = self.element_count(buffer)
-        calloc = self.declare("calloc", ir.PointerType(), [I64, I64])
-        pointer = self.builder.call(calloc, [count, ir.Constant(I64, elem_bytes)],
-                                    name=buffer.name)
+        if zeroed:
+            calloc = self.declare("calloc", ir.PointerType(), [I64, I64])
+            pointer = self.builder.call(calloc, [count, ir.Constant(I64, elem_bytes)],
+                                        name=buffer.name)
+        else:
+            malloc = self.declare("malloc", ir.PointerType(), [I64])
+            size = self._mul_nsw(count, ir.Constant(I64, elem_bytes))
+            pointer = self.builder.call(malloc, [size], name=buffer.name)
         self._heap.append(pointer)
         is_null = self.builder.icmp_unsigned("==", pointer, ir.Constant(ir.PointerType(), None))
         nonempty = self.builder.icmp_signed(">", count, ir.Constant(I64, 0))

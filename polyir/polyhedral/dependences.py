@@ -189,20 +189,24 @@ def _compute(sink: isl.UnionMap, must: isl.UnionMap, may: isl.UnionMap,
     return info.set_schedule(schedule).compute_flow().get_may_dependence()
 
 
-def raw_relations(scop: Scop) -> dict[str, dict[str, isl.UnionMap]]:
-    """kind -> buffer -> union map of instance pairs."""
+def raw_relations(scop: Scop, kinds: tuple[str, ...] = ALL_KINDS) -> dict[str, dict[str, isl.UnionMap]]:
+    """kind -> buffer -> union map of instance pairs (for the ``kinds`` asked)."""
     empty = isl.UnionMap.empty(scop.context.get_space())
-    result: dict[str, dict[str, isl.UnionMap]] = {k: {} for k in ALL_KINDS}
+    result: dict[str, dict[str, isl.UnionMap]] = {k: {} for k in kinds}
     for buffer in scop.buffers:
         reads = scop.access_map("read", buffer=buffer)
         writes = scop.access_map("write", buffer=buffer)
         must = scop.access_map("write", exact=True, buffer=buffer)
         may = scop.access_map("write", exact=False, buffer=buffer)
         sched = scop.schedule
-        result["raw"][buffer] = _compute(reads, empty, writes, sched)
-        result["war"][buffer] = _compute(writes, empty, reads, sched)
-        result["waw"][buffer] = _compute(writes, empty, writes, sched)
-        result["flow"][buffer] = last_writers(scop, reads, must, may)
+        if "raw" in result:
+            result["raw"][buffer] = _compute(reads, empty, writes, sched)
+        if "war" in result:
+            result["war"][buffer] = _compute(writes, empty, reads, sched)
+        if "waw" in result:
+            result["waw"][buffer] = _compute(writes, empty, writes, sched)
+        if "flow" in result:
+            result["flow"][buffer] = last_writers(scop, reads, must, may)
     return result
 
 
@@ -251,13 +255,15 @@ def _lex_gt_map(time: isl.UnionMap) -> isl.Map:
     return isl.Map.lex_gt(maps[0].get_space().range())
 
 
-def compute_dependences(target: Scop | Function | Module) -> Dependences:
-    """Every dependence of ``target`` (a function, a module's entry function or
-    a ``Scop``), split per kind, buffer and pair of statements."""
+def compute_dependences(target: Scop | Function | Module, kinds: tuple[str, ...] = ALL_KINDS) -> Dependences:
+    """Every dependence of ``target`` (a function, a module's entry function or a ``Scop``), split per
+    kind, buffer and pair of statements. ``kinds``: only these kinds
+    (``MEMORY_KINDS`` is what legality checks need; the value-based ``flow``
+    kind costs the most)."""
     scop = target if isinstance(target, Scop) else extract(target)
     by_isl_name = {isl_name(s): s for s in scop.statements}
     found: list[Dependence] = []
-    for kind, per_buffer in raw_relations(scop).items():
+    for kind, per_buffer in raw_relations(scop, kinds).items():
         for buffer, umap in per_buffer.items():
             for rel in _maps(umap.coalesce()):
                 if rel.is_empty():

@@ -152,9 +152,12 @@ def bounding_box(scop: Scop, relation: isl.Map, outer_vars: tuple[str, ...]) -> 
     for k, var in enumerate(outer_vars):
         names[str(region.get_dim_name(isl.dim_type.param, n_params + k))] = var
     box = []
+    # simplified against the outer values that reach the region: a tile loop's
+    # stride (``kc`` a multiple of 256) would otherwise show as ``256*(kc // 256)``
+    reached = region.params()
     for k in range(region.dim(isl.dim_type.set)):
-        lower = _bound(region.dim_min(k), names, "lower")
-        upper = _bound(region.dim_max(k), names, "upper")
+        lower = _bound(region.dim_min(k).gist(reached), names, "lower")
+        upper = _bound(region.dim_max(k).gist(reached), names, "upper")
         box.append((lower, upper))
     return tuple(box)
 

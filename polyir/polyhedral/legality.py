@@ -18,12 +18,13 @@ Queries: :func:`check_schedule` (is a proposed schedule valid),
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import islpy as isl
 
 from polyir.errors import IllegalTransform
+from polyir.ir.affine import Aff
 from polyir.ir.nodes import Function, Module
 from polyir.polyhedral.dependences import Dependence, Dependences, compute_dependences, level_relation
 from polyir.polyhedral.extract import Scop, StatementInfo, extract, isl_name
@@ -237,6 +238,22 @@ def as_schedule_map(scop: Scop, schedule: isl.UnionMap | isl.Schedule | str) -> 
     return _pad(schedule)
 
 
+def _runs_before(times: isl.Map) -> bool:
+    """Is every source time of ``times`` (source time -> sink time) strictly
+    lexicographically before its sink time? Decided level by level (a sink
+    earlier at the first level where the two differ; then only the pairs
+    equal there go on), which is much cheaper for isl than intersecting with
+    the full lexicographic order when the times have many dimensions."""
+    current = times
+    for level in range(times.dim(isl.dim_type.out)):
+        if not current.order_gt(isl.dim_type.in_, level, isl.dim_type.out, level).is_empty():
+            return False
+        current = current.equate(isl.dim_type.in_, level, isl.dim_type.out, level)
+        if current.is_empty():
+            return True
+    return current.is_empty()
+
+
 def check_schedule(target: Scop | Function | Module | Dependences,
                    schedule: isl.UnionMap | isl.Schedule | str,
                    accept_reassociation: bool = False) -> Legality:
@@ -245,18 +262,22 @@ def check_schedule(target: Scop | Function | Module | Dependences,
     deps = _analysis(target)
     scop = deps.scop
     new = as_schedule_map(scop, schedule)
-    later_or_same = new.lex_ge_union_map(new)
+    per_statement: dict[str, isl.Map] = {}
+    new.foreach_map(lambda m: per_statement.__setitem__(m.get_tuple_name(isl.dim_type.in_), m))
     bad: list[tuple[Dependence, isl.Map]] = []
     for dep in deps.memory(accept_reassociation):
-        overlap = isl.UnionMap.from_map(dep.relation).intersect(later_or_same)
-        if not overlap.is_empty():
-            bad.append((dep, isl.Map.from_union_map(overlap)))
+        # the times of the dependence's pairs: none may run the sink first or together
+        first, then = per_statement[isl_name(dep.source)], per_statement[isl_name(dep.sink)]
+        times = dep.relation.apply_domain(first).apply_range(then)
+        if _runs_before(times):
+            continue
+        bad.append((dep, dep.relation.intersect(first.lex_ge_map(then))))
     if not bad:
         return Legality(True)
     dep, violating = bad[0]
     witness = make_witness(scop, dep, violating, "")
-    times = [_time(new, scop, inst) for inst in (witness.source, witness.sink)]
-    consequence = (f"the new schedule runs {witness.sink} first" if times[0] != times[1]
+    moments = [_time(new, scop, inst) for inst in (witness.source, witness.sink)]
+    consequence = (f"the new schedule runs {witness.sink} first" if moments[0] != moments[1]
                    else f"the new schedule runs {witness.source} and {witness.sink} at the same time")
     witness = Witness(witness.source, witness.sink, witness.buffer, witness.element,
                       witness.source_access, witness.sink_access, witness.params, consequence)
@@ -404,32 +425,120 @@ def check_fusion(target: Scop | Function | Module | Dependences, first: int, sec
     return result
 
 
-def check_rewrite(target: Scop | Function | Module | Dependences, rewritten: Function | Module,
-                  accept_reassociation: bool = False, what: str = "the rewrite") -> Legality:
-    """Does ``rewritten`` (a reordering of the same statement instances: the same
-    statements, each with the same iteration domain up to loop-variable names,
-    as distribution, interchange and fusion without recomputation produce) run
-    every dependence of the original in order?
+@dataclass(frozen=True)
+class Origin:
+    """Where the instances of a statement of a rewritten function come from:
+    ``statement`` of the original function, with each of its loop variables
+    given as an affine expression (``values``: variable -> ``Aff``) of the new
+    statement's loop variables and the symbols. A statement that keeps its name
+    and all of its original loop variables (tiling adds loops around them)
+    needs no ``Origin``: it maps to itself by those variables."""
 
-    This is the proof a transformation's mechanism is checked with: the new
-    program's own schedule against the original's full dependence set. A
-    rewrite that changes the instances themselves is refused (``legal=False``,
-    with the reason), never accepted."""
+    statement: str
+    values: tuple[tuple[str, Aff], ...] = ()
+
+    @staticmethod
+    def of(statement: str, values: Mapping[str, Aff] | None = None) -> Origin:
+        return Origin(statement, tuple(sorted((values or {}).items())))
+
+
+def compose_origins(first: Mapping[str, Origin], then: Mapping[str, Origin]) -> dict[str, Origin]:
+    """The origins of a second rewrite (``then``: newest statement -> statement of
+    the middle program) composed with those of a first (``first``: middle ->
+    original); statements absent from a mapping map to themselves by name."""
+    result: dict[str, Origin] = dict(first)
+    for name, origin in then.items():
+        before = first.get(origin.statement)
+        if before is None:
+            result[name] = origin
+            continue
+        middle = dict(origin.values)
+        result[name] = Origin.of(before.statement,
+                                 {var: aff.substitute(middle) for var, aff in before.values})
+    return result
+
+
+def check_rewrite(target: Scop | Function | Module | Dependences, rewritten: Function | Module,
+                  accept_reassociation: bool = False, what: str = "the rewrite",
+                  origins: Mapping[str, Origin] | None = None,
+                  ignore: Collection[str] = ()) -> Legality:
+    """Does ``rewritten`` run the original's statement instances, each exactly
+    once, in an order that respects every dependence of the original?
+
+    Each statement of ``rewritten`` is mapped to original instances: through
+    ``origins`` (statement name -> :class:`Origin`) when named there, else by
+    its own name and the original loop variables, which must still enclose it
+    (tiling and interchange keep them; the extra tile loops are ignored), or,
+    when its loops were all renamed and are as many (distribution's later
+    parts), position by position. Statements named in ``ignore`` (copies into local buffers, which
+    their own pass proves) are left out. The mapping must be injective and
+    cover the original instances; then the new program's schedule, carried
+    back to the original instances, is checked against the original's full
+    dependence set (:func:`check_schedule`). The witness of a violation names
+    two original instances. A rewrite that drops, adds or duplicates instances
+    is refused (``legal=False`` with the reason), never accepted."""
     deps = _analysis(target)
     scop = deps.scop
     from polyir.polyhedral.dependences import as_time_map
-    from polyir.polyhedral.extract import extract
+    from polyir.polyhedral.extract import aff_to_isl, extract
     new = extract(rewritten, scop.ctx)
-    if set(new.statements) != set(scop.statements):
-        missing = sorted(set(scop.statements) - set(new.statements))
-        added = sorted(set(new.statements) - set(scop.statements))
-        return Legality(False, f"{what} changes the statements (missing {missing}, added {added})")
-    for name, stmt in scop.statements.items():
-        other = new.statements[name].domain
-        if len(new.statements[name].dims) != len(stmt.dims) or not other.is_equal(stmt.domain):
-            return Legality(False, f"{what} changes the instances of statement {name}: "
-                                   f"{stmt.domain} becomes {other}")
-    result = check_schedule(deps, as_time_map(new), accept_reassociation)
+    origins = dict(origins or {})
+    skipped = set(ignore)
+    to_old = isl.UnionMap.empty(scop.context.get_space())
+    covered: set[str] = set()
+    for name, stmt in new.statements.items():
+        if name in skipped:
+            continue
+        origin = origins.get(name)
+        if origin is None:
+            if name not in scop.statements:
+                return Legality(False, f"{what} adds statement {name}, which the original does not have")
+            origin = Origin(name)
+        old = scop.statements.get(origin.statement)
+        if old is None:
+            return Legality(False, f"{what}: statement {name} comes from {origin.statement}, which the "
+                                   f"original does not have")
+        values = dict(origin.values)
+        names = dict(zip(stmt.loop_vars, stmt.dims, strict=True))
+        if origin.statement == name and not values and len(stmt.loop_vars) == len(old.loop_vars) \
+                and not set(old.loop_vars) <= set(names):
+            # renamed loops (distribution's later parts): the same loops, position by position
+            values = {o: Aff.var(n) for o, n in zip(old.loop_vars, stmt.loop_vars, strict=True)}
+        exprs: list[str] = []
+        for var in old.loop_vars:
+            aff = values.get(var)
+            if aff is None:
+                if var not in names:
+                    return Legality(False, f"{what}: loop {var} no longer encloses statement {name}")
+                aff = Aff.var(var)
+            unknown = sorted(v for v in aff.variables() if v not in names and v not in scop.params)
+            if unknown:
+                return Legality(False, f"{what}: the origin of {name} uses {', '.join(unknown)}, "
+                                       f"which are not loops around it")
+            exprs.append(aff_to_isl(aff, names))
+        text = (f"{scop.param_space} -> {{ {isl_name(name)}[{', '.join(stmt.dims)}] -> "
+                f"{isl_name(old.name)}[{', '.join(exprs)}] }}")
+        part = scop.isl_map(text).intersect_domain(stmt.domain)
+        to_old = to_old.union(isl.UnionMap.from_map(part))
+        covered.add(old.name)
+    missing = sorted(set(scop.statements) - covered)
+    if missing:
+        return Legality(False, f"{what} drops statement(s) {', '.join(missing)}")
+    image = to_old.range()
+    if not image.is_equal(scop.domain):
+        extra, lost = image.subtract(scop.domain), scop.domain.subtract(image)
+        detail = f"runs instances the original does not have: {extra}" if not extra.is_empty() \
+            else f"loses instances: {lost}"
+        return Legality(False, f"{what} changes the statement instances: it {detail}")
+    if not to_old.is_injective():
+        return Legality(False, f"{what} runs some statement instances more than once")
+    new_time = as_time_map(new)
+    kept = isl.UnionSet.empty(scop.context.get_space())
+    for name, stmt in new.statements.items():
+        if name not in skipped:
+            kept = kept.union(isl.UnionSet.from_set(stmt.domain))
+    old_time = to_old.reverse().apply_range(new_time.intersect_domain(kept))
+    result = check_schedule(deps, old_time, accept_reassociation)
     if not result.legal:
         result.reason = f"{what} violates {result.dependence}"
     return result

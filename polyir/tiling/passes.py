@@ -4,6 +4,20 @@
   perfect (``polyir.tiling.distribute``); with ``loops`` only those loops, and
   a loop that cannot be split is an error; without, every imperfect loop is
   tried and the ones that cannot be split get a remark with the dependence.
+* ``tile{loops=i,j,k sizes=64,64,256 names=ic,jc,kc}``: multi-level tiling
+  (``polyir.tiling.tile``).
+* ``interchange{loops=i,j,k order=i,k,j}``: loop interchange (``polyir.tiling.interchange``).
+* ``split-tiles{at=ir loops=i,j}``: full/partial tile separation (``polyir.tiling.split``).
+* ``unroll-jam{loops=i factors=8 depth=-1}``: register tiles (``polyir.tiling.unroll_jam``).
+* ``copies{at=kc buffers=B blocks=jr order=0,1}``: scratchpads and packing
+  (``polyir.tiling.copies``).
+* ``auto-tile``: the analytical policy choosing and applying the above
+  (``polyir.tiling.autotile``).
+
+The mechanism passes name loops by variable; each refuses with a typed error
+(``IllegalTransform`` with the dependence and two instances, or
+``UnsupportedNest`` naming the construct), which ``transform`` reports as a
+``PassError``.
 """
 from __future__ import annotations
 
@@ -34,6 +48,196 @@ class Distribute:
             for name, error in refused:
                 ctx.remark("distribute", f"function '{function.name}', loop '{name}'",
                            f"not distributed: {error}")
+        if all(a is b for a, b in zip(functions, module.functions, strict=True)):
+            return module
+        return Module(tuple(functions))
+
+
+def _host_with_loop(module: Module, name: str) -> int:
+    """Index of the host function that has loop ``name`` (UnknownLoop when none)."""
+    from polyir.ir.names import UnknownLoop, loop_vars
+    known: list[str] = []
+    for position, function in enumerate(module.functions):
+        if function.kind != "host":
+            continue
+        names = loop_vars(function.body)
+        if name in names:
+            return position
+        known += names
+    entry = module.entry.name if module.functions else "?"
+    raise UnknownLoop(entry, name, known)
+
+
+def _replace_function(module: Module, position: int, function: Function) -> Module:
+    if function is module.functions[position]:
+        return module
+    functions = list(module.functions)
+    functions[position] = function
+    return Module(tuple(functions))
+
+
+@register_pass("tile")
+@dataclass(frozen=True)
+class Tile:
+    """Tile the band ``loops`` (outer to inner, each the only node of the one
+    before) by ``sizes`` (0: not tiled): tile loops (named ``names``, default
+    ``<loop>_t``) around point loops that keep the original variables; partial
+    tiles get ``min`` bounds. Refused with a witness when the band is not
+    permutable."""
+
+    loops: tuple[str, ...] = ()
+    sizes: tuple[int, ...] = ()
+    names: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if len(self.loops) != len(self.sizes):
+            raise ValueError(f"tile needs one size per loop ({len(self.loops)} loops, "
+                             f"{len(self.sizes)} sizes)")
+
+    def run(self, module: Module, ctx: PassContext) -> Module:
+        from polyir.tiling.tile import tile_band
+        if not self.loops:
+            return module
+        position = _host_with_loop(module, self.loops[0])
+        function = tile_band(module.functions[position], self.loops, self.sizes, self.names)
+        return _replace_function(module, position, function)
+
+
+@register_pass("interchange")
+@dataclass(frozen=True)
+class Interchange:
+    """Reorder the band ``loops`` (outer to inner) to ``order`` (the same loop
+    variables, outer to inner); triangular bounds are recomputed. Refused with
+    a witness when a dependence forbids the new order."""
+
+    loops: tuple[str, ...] = ()
+    order: tuple[str, ...] = ()
+
+    def run(self, module: Module, ctx: PassContext) -> Module:
+        from polyir.tiling.interchange import interchange_band
+        if not self.loops:
+            return module
+        position = _host_with_loop(module, self.loops[0])
+        function = interchange_band(module.functions[position], self.loops, self.order)
+        return _replace_function(module, position, function)
+
+
+@register_pass("split-tiles")
+@dataclass(frozen=True)
+class SplitTiles:
+    """Version the body of loop ``at`` into full tiles of the point loops
+    ``loops`` (constant trip counts, every bound the full-tile test makes
+    redundant dropped) and the partial tiles (the body as it was, renamed)."""
+
+    at: str = ""
+    loops: tuple[str, ...] = ()
+
+    def run(self, module: Module, ctx: PassContext) -> Module:
+        from polyir.tiling.split import split_tiles
+        if not self.at:
+            return module
+        position = _host_with_loop(module, self.at)
+        function, _ = split_tiles(module.functions[position], self.at, self.loops)
+        if function is module.functions[position]:
+            ctx.remark("split-tiles", f"function '{function.name}', loop '{self.at}'",
+                       "not split: every named loop already runs full tiles only")
+        return _replace_function(module, position, function)
+
+
+@register_pass("unroll-jam")
+@dataclass(frozen=True)
+class UnrollJam:
+    """Unroll each of ``loops`` by its factor in ``factors`` and jam the copies
+    into the band below it (``depth``: into that many of its loops; 0: a plain
+    unroll; -1: all): register tiles. A loop that is not a full tile gets a
+    guard (or is strip-mined first). Refused with a witness when the loop
+    cannot move inside the band."""
+
+    loops: tuple[str, ...] = ()
+    factors: tuple[int, ...] = ()
+    depth: int = -1
+
+    def __post_init__(self) -> None:
+        if len(self.loops) != len(self.factors):
+            raise ValueError(f"unroll-jam needs one factor per loop ({len(self.loops)} loops, "
+                             f"{len(self.factors)} factors)")
+
+    def run(self, module: Module, ctx: PassContext) -> Module:
+        from polyir.tiling.unroll_jam import unroll_jam
+        for loop, factor in zip(self.loops, self.factors, strict=True):
+            position = _host_with_loop(module, loop)
+            function, _ = unroll_jam(module.functions[position], loop, factor, self.depth)
+            module = _replace_function(module, position, function)
+        return module
+
+
+@register_pass("copies")
+@dataclass(frozen=True)
+class Copies:
+    """Copy the footprint of each of ``buffers`` below one iteration of loop
+    ``at`` into a loop-scoped local of ``at`` (``names``, default
+    ``<buffer>_<at>``), redirect the accesses inside to it and copy written
+    elements back: scratchpads, scalar replacement of accumulators, packing.
+    ``blocks``: a loop inside ``at`` whose iterations each get one contiguous
+    block (BLIS panels); ``order``: a permutation of the copied dimensions."""
+
+    at: str = ""
+    buffers: tuple[str, ...] = ()
+    blocks: str = ""
+    order: tuple[int, ...] = ()
+    names: tuple[str, ...] = ()
+
+    def run(self, module: Module, ctx: PassContext) -> Module:
+        from polyir.tiling.copies import copy_buffer
+        if not self.at:
+            return module
+        if self.names and len(self.names) != len(self.buffers):
+            raise ValueError(f"copies: {len(self.buffers)} buffers but {len(self.names)} names")
+        for k, buffer in enumerate(self.buffers):
+            position = _host_with_loop(module, self.at)
+            function, _ = copy_buffer(module.functions[position], self.at, buffer,
+                                      self.blocks or None, self.order,
+                                      self.names[k] if self.names else None)
+            module = _replace_function(module, position, function)
+        return module
+
+
+@register_pass("auto-tile")
+@dataclass(frozen=True)
+class AutoTile:
+    """Tile every band by the analytical model of ``polyir.tiling.sizes`` for the
+    target: matrix products get BLIS's plan (cache tiles, packed panels, a
+    register tile), smaller ones the register tile, strided nests a
+    unit-stride loop order. Each applied plan is a remark holding it as a
+    pipeline of ``tile``/``interchange``/``copies``/``split-tiles``/``unroll-jam``
+    passes; each band left alone says why. ``gemm_work`` and ``register_work``:
+    the instance counts (known extents) from which each plan is used.
+    ``parallel``: on a multi-core target, mark the row-block loop of BLIS's
+    plan ``parallel`` (and size the row blocks per core); off by default
+    because LLVM does not keep the register tile in registers inside the
+    outlined parallel body yet (measured slower than one thread)."""
+
+    gemm_work: int = 1 << 21
+    register_work: int = 1 << 15
+    parallel: bool = False
+
+    def run(self, module: Module, ctx: PassContext) -> Module:
+        from polyir.tiling.autotile import auto_tile_function
+        if ctx.target.kind not in ("cpu", "interpret"):
+            ctx.remark("auto-tile", f"module '{module.entry.name}'",
+                       f"not tiled: the plans are for CPUs, not {ctx.target.name}")
+            return module
+        functions: list[Function] = []
+        for function in module.functions:
+            if function.kind != "host":
+                functions.append(function)
+                continue
+
+            def remark(where: str, why: str, kind: str) -> None:
+                ctx.remark("auto-tile", where, why, kind)
+
+            functions.append(auto_tile_function(function, ctx.target, remark, self.gemm_work,
+                                                self.register_work, self.parallel))
         if all(a is b for a, b in zip(functions, module.functions, strict=True)):
             return module
         return Module(tuple(functions))

@@ -1,0 +1,138 @@
+"""Matrix products through ``auto-tile`` against numpy (OpenBLAS), same run.
+
+``python -m bench --sections tiling [--quick]`` (or ``python -m bench.tiling``)
+compiles the textbook kernel ``C = 0; C[i, j] += A[i, k] * B[k, j]`` (symbolic
+extents) with the default CPU pipeline (``fuse,shrink-buffers,distribute,
+auto-tile``; on 2 threads ``auto-tile{parallel=true}``, which runs the row
+blocks in parallel) and ``fast_math``
+(as ``polyir.compile`` uses it), checks it against ``A @ B`` and times both,
+interleaved, for f32 and f64 at 256^3 ... 2048^3 (``--quick``: 256^3 on one
+thread), on 1 thread and on 2 threads (numpy's OpenBLAS is given the same
+number of threads through its ``set_num_threads`` entry point, so both
+thread counts are measured in one process). Ratio = polyir time / numpy
+time (below 1: polyir faster). The ``textbook`` row (1024^3 f32, 1 thread, not
+quick) is the same kernel without ``auto-tile``.
+"""
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import polyir
+from bench.timing import interleaved_medians, ratio, record_medians
+from polyir.driver import compile_ir, default_pipeline
+from polyir.target import cpu
+
+MATMUL = """func mm(C: {t}[M, N], A: {t}[M, K], B: {t}[K, N]) {{
+  for i = 0 to M {{
+    for j = 0 to N {{
+      S0: C[i, j] = 0.0:{t}
+    }}
+    for k = 0 to K {{
+      for j2 = 0 to N {{
+        S1: C[i, j2] = C[i, j2] + A[i, k] * B[k, j2]
+      }}
+    }}
+  }}
+}}"""
+
+NOTE = "textbook C = A @ B (symbolic extents), default pipeline with auto-tile, fast_math; numpy = OpenBLAS"
+
+
+def _blas_threads() -> Callable[[int], None] | None:
+    """numpy's OpenBLAS ``set_num_threads`` (``None`` when not found)."""
+    import numpy
+    libs = glob.glob(os.path.join(os.path.dirname(numpy.__file__), os.pardir, "numpy.libs", "*openblas*.so*"))
+    for path in libs:
+        lib = ctypes.CDLL(path)
+        for name in ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_",
+                     "openblas_set_num_threads"):
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                fn.argtypes = [ctypes.c_int]
+                return lambda n, fn=fn: fn(n)
+    return None
+
+
+def bench_matmul(n: int, dtype: str, threads: int, repeats: int, pipeline: str | None = None
+                 ) -> dict[str, Any]:
+    """One row: polyir and numpy seconds for an ``n``^3 product on ``threads``."""
+    row: dict[str, Any] = {"name": "matmul" if pipeline is None else "matmul textbook",
+                           "shape": f"{n}^3", "dtype": dtype, "threads": threads}
+    target = cpu(threads)
+    if pipeline is None:
+        pipeline = default_pipeline(target)
+        if threads > 1:
+            pipeline = pipeline.replace("auto-tile", "auto-tile{parallel=true}")
+    start = time.perf_counter()
+    executable = compile_ir(polyir.parse(MATMUL.format(t=dtype)), target, pipeline, cache_dir=None,
+                            fast_math=True)
+    row["compile_s"] = round(time.perf_counter() - start, 2)
+    plans = [r.why.split(":")[0] + ": " + r.why.split(": ")[1] for r in executable.remarks
+             if r.pass_name == "auto-tile" and r.kind == "applied"]
+    row["plan"] = "; ".join(plans)
+    rng = np.random.default_rng(0)
+    np_type = np.float32 if dtype == "f32" else np.float64
+    A = rng.standard_normal((n, n)).astype(np_type)
+    B = rng.standard_normal((n, n)).astype(np_type)
+    C = np.empty((n, n), np_type)
+    executable(C, A, B)
+    expected = A @ B
+    tolerance = 1e-3 if dtype == "f32" else 1e-9
+    if not np.allclose(C, expected, rtol=tolerance, atol=tolerance * n ** 0.5):
+        row["note"] = f"wrong result: max error {float(np.abs(C - expected).max())}"
+        return row
+    out = np.empty_like(C)
+    samples = interleaved_medians({"polyir": lambda: executable(C, A, B),
+                                   "numpy": lambda: np.matmul(A, B, out=out)}, repeats)
+    record_medians(row, samples)
+    row["ratio_vs_numpy"] = ratio(row["polyir_s"], row["numpy_s"])
+    row["polyir_gflops"] = round(2 * n ** 3 / row["polyir_s"] / 1e9, 1)
+    row["numpy_gflops"] = round(2 * n ** 3 / row["numpy_s"] / 1e9, 1)
+    return row
+
+
+def run(quick: bool) -> list[dict[str, Any]]:
+    """Every row (see the module docstring)."""
+    set_threads = _blas_threads()
+    sizes = (256,) if quick else (256, 512, 1024, 2048)
+    thread_counts = [1] if set_threads is None or quick else [1, 2]
+    rows: list[dict[str, Any]] = []
+    for threads in thread_counts:
+        if set_threads is not None:
+            set_threads(threads)
+        for dtype in ("f32", "f64"):
+            for n in sizes:
+                repeats = 3 if quick else (5 if n >= 2048 else 9)
+                row = bench_matmul(n, dtype, threads, repeats)
+                rows.append(row)
+                print(f"  {row['name']} {dtype} {n}^3 {threads} thread(s): ratio "
+                      f"{row.get('ratio_vs_numpy')} ({row.get('polyir_gflops')} vs "
+                      f"{row.get('numpy_gflops')} GFLOPS) {row.get('note', '')}", flush=True)
+    if not quick:
+        if set_threads is not None:
+            set_threads(1)
+        rows.append(bench_matmul(1024, "f32", 1, 3, pipeline="fuse,shrink-buffers"))
+    return rows
+
+
+def main() -> None:
+    import argparse
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    from bench.report import print_table
+    rows = run(args.quick)
+    print_table("matrix products (auto-tile) vs numpy", rows,
+                ["name", "shape", "dtype", "threads", "polyir_s", "numpy_s", "ratio_vs_numpy",
+                 "polyir_gflops", "numpy_gflops", "compile_s", "note"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,297 @@
+"""``auto-tile``: find the bands worth tiling, choose a plan from the Target,
+apply it, prove it (policy; the mechanisms are ``tile.py`` and its siblings).
+
+For every band (a maximal chain of perfectly nested loops, after fusion and
+distribution) of every host function:
+
+1. a matrix-product-like band (``levels.contraction_roles``) with a
+   rectangular iteration space and one reduction loop gets BLIS's plan
+   (``levels.gemm_plan``, sizes from ``sizes.gemm_sizes``); a smaller one, or
+   one with several reduction loops, the register tile alone
+   (``levels.register_plan``);
+2. any other band whose innermost loop walks memory with a stride gets the
+   loop order with unit-stride innermost accesses, when a dependence does
+   not forbid it (``levels.unit_stride_order``).
+
+A plan is a pipeline of the explicit mechanism passes; it is applied without
+the per-step checks and proven once, against the original nest's
+dependences, by ``check_rewrite`` (up to its trailing full/partial split and
+unroll-and-jam, see :func:`proven_prefix`) (every statement instance mapped back to
+the original through the origins the mechanisms report; the copy statements
+of the scratchpads are proven by their construction). A plan that fails to
+apply or to prove leaves the band as it was, and the next candidate is
+tried. With ``parallel`` (``auto-tile{parallel=true}``) the row-block loop
+of BLIS's plan is marked ``parallel`` on a multi-core target when no
+dependence relates two rows. Every decision is a remark: ``applied`` ones carry the plan as a
+pipeline string that ``polyir.transform`` replays, ``missed`` ones the reason
+(a dependence with two instances, an unsupported construct).
+
+Tiling, interchange, unroll-and-jam and packing change no sum's order for any
+element: the results stay bit-equal to the original program's.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from polyir.errors import PolyirError
+from polyir.ir.names import names_in
+from polyir.ir.nodes import For, Function, If, Node
+from polyir.passes import format_pipeline
+from polyir.polyhedral.dependences import Dependences
+from polyir.polyhedral.extract import NotPolyhedral
+from polyir.polyhedral.legality import (
+    Origin,
+    check_permutable,
+    check_permutation,
+    check_rewrite,
+    compose_origins,
+)
+from polyir.target import Target
+from polyir.tiling.bands import nest_dependences, nest_function, nest_of, perfect_chain
+from polyir.tiling.copies import copy_buffer
+from polyir.tiling.interchange import interchange_band
+from polyir.tiling.levels import (
+    Contraction,
+    contraction_roles,
+    gemm_plan,
+    order_plan,
+    register_plan,
+    unit_stride_order,
+    work,
+)
+from polyir.tiling.passes import Copies, Interchange, SplitTiles, Tile, UnrollJam
+from polyir.tiling.sizes import gemm_sizes, lanes, register_tile
+from polyir.tiling.split import split_tiles
+from polyir.tiling.tile import tile_band
+from polyir.tiling.unroll_jam import unroll_jam
+
+Remark = Callable[[str, str, str], None]
+"""``remark(where, why, kind)``."""
+
+
+@dataclass(frozen=True)
+class TilePlan:
+    """One band's plan: ``kind`` (``gemm``, ``register`` or ``order``), the
+    mechanism passes ``steps`` and what the cost model chose (``why``)."""
+
+    band: tuple[str, ...]
+    kind: str
+    steps: tuple[object, ...]
+    why: str
+    parallel: tuple[str, ...] = ()
+    """``(tile loop, band loop)``: the tile loop to run in parallel on a
+    multi-core target when no dependence crosses two values of the band loop."""
+
+    @property
+    def pipeline(self) -> str:
+        """The plan as a pipeline string (``polyir.transform`` replays it)."""
+        return format_pipeline(self.steps)
+
+
+def find_bands(function: Function) -> list[list[For]]:
+    """Every maximal band of ``function``: a loop that is not the only node of an
+    enclosing loop's body, and the loops perfectly nested below it."""
+    found: list[list[For]] = []
+
+    def visit(nodes: Sequence[Node], inside_single: bool) -> None:
+        for node in nodes:
+            if isinstance(node, For):
+                chain = perfect_chain(node)
+                if not inside_single:
+                    found.append(chain)
+                innermost = chain[-1]
+                visit(innermost.body, False)
+            elif isinstance(node, If):
+                visit(node.then_body, False)
+                visit(node.else_body, False)
+
+    visit(function.body, False)
+    return found
+
+
+# ------------------------------------------------------------------ choosing
+def candidate_plans(function: Function, chain: Sequence[For], target: Target,
+                    gemm_work: int, register_work: int, parallel: bool = False) -> list[TilePlan]:
+    """The plans worth trying for the band ``chain``, best first."""
+    plans: list[TilePlan] = []
+    band = tuple(loop.var for loop in chain)
+    roles = contraction_roles(function, chain)
+    if roles is not None and roles.rectangular:
+        plans += _contraction_plans(function, roles, target, gemm_work, register_work, parallel)
+    for order in unit_stride_order(function, chain):
+        plans.append(TilePlan(band, "order", order_plan(band, order),
+                              f"loop {order[-1]} innermost: unit-stride accesses"))
+    return plans
+
+
+def _contraction_plans(function: Function, c: Contraction, target: Target, gemm_work: int,
+                       register_work: int, parallel: bool = False) -> list[TilePlan]:
+    amount = work(c)
+    m, n = c.extent(c.i), c.extent(c.j)
+    k = c.extent(c.k[0]) if len(c.k) == 1 else None
+    if n is not None and n < lanes(target, c.element_bytes):
+        return []
+    plans: list[TilePlan] = []
+    roles = f"rows {c.i}, columns {c.j}, reduction {', '.join(c.k)}"
+    taken = names_in(function)
+    if len(c.k) == 1 and (amount is None or amount >= gemm_work):
+        sizes = gemm_sizes(target, c.element_bytes, m, n, k, target.cores if parallel else 1)
+        steps = gemm_plan(c, sizes, set(taken))
+        blocks = next(step for step in steps if isinstance(step, Tile))
+        plans.append(TilePlan(c.band, "gemm", steps, f"matrix product ({roles}): {sizes}",
+                              (blocks.names[0], c.i)))
+    if amount is None or amount >= register_work:
+        tile = register_tile(target, c.element_bytes, m, n)
+        plans.append(TilePlan(c.band, "register", register_plan(c, tile, set(taken)),
+                              f"register tile ({roles}): Mr x Nr = {tile}"))
+    return plans
+
+
+# ------------------------------------------------------------------ applying
+def apply_steps(function: Function, steps: Sequence[object]
+                ) -> tuple[Function, dict[str, Origin], set[str]]:
+    """``function`` with the mechanism ``steps`` applied without their checks;
+    the origins of the statements they created and the copy statements (to be
+    proven by :func:`prove`)."""
+    origins: dict[str, Origin] = {}
+    copies: set[str] = set()
+    for step in steps:
+        new: dict[str, Origin] = {}
+        if isinstance(step, Tile):
+            function = tile_band(function, step.loops, step.sizes, step.names, check=False)
+        elif isinstance(step, Interchange):
+            function = interchange_band(function, step.loops, step.order, check=False)
+        elif isinstance(step, Copies):
+            for position, buffer in enumerate(step.buffers):
+                name = step.names[position] if step.names else None
+                function, made = copy_buffer(function, step.at, buffer, step.blocks or None,
+                                             step.order, name, check=False)
+                copies.update(made)
+        elif isinstance(step, SplitTiles):
+            function, new = split_tiles(function, step.at, step.loops, check=False)
+        elif isinstance(step, UnrollJam):
+            for loop, factor in zip(step.loops, step.factors, strict=True):
+                function, more = unroll_jam(function, loop, factor, step.depth, check=False)
+                new.update(more)
+        else:
+            raise TypeError(f"not a tiling mechanism pass: {step!r}")
+        if new:
+            for name, origin in new.items():
+                if origin.statement in copies:
+                    copies.add(name)
+            origins = compose_origins(origins, {k: v for k, v in new.items() if k not in copies})
+    return function, origins, copies
+
+
+def proven_prefix(steps: Sequence[object]) -> int:
+    """How many of ``steps`` :func:`auto_tile_function` proves with
+    ``check_rewrite``: all but the trailing ``split-tiles`` and plain unrolls
+    (``unroll-jam`` with ``depth=0``). Neither reorders a statement instance:
+    the split versions a proven tile into full and partial tiles (the same
+    instances, each in its original order), the unroll repeats the body in
+    sequence. Proving their output again costs isl seconds on a matrix
+    product for no new fact (the explicit passes still prove each step)."""
+    cut = len(steps)
+    while cut:
+        step = steps[cut - 1]
+        if not (isinstance(step, SplitTiles) or (isinstance(step, UnrollJam) and step.depth == 0)):
+            break
+        cut -= 1
+    return cut
+
+
+def prove(deps: Dependences, result: Function, index: int, origins: dict[str, Origin],
+          copies: set[str], what: str) -> None:
+    """Raise ``IllegalTransform`` unless nest ``index`` of ``result`` runs the
+    original instances in an order the dependences allow."""
+    check_rewrite(deps, nest_function(result, index), what=what, origins=origins,
+                  ignore=copies).require()
+
+
+def auto_tile_function(function: Function, target: Target, remark: Remark,
+                       gemm_work: int = 1 << 21, register_work: int = 1 << 15,
+                       parallel: bool = False) -> Function:
+    """``function`` with every band tiled by the plan the cost model chooses
+    (see the module docstring); ``remark(where, why, kind)`` hears every
+    decision. Returns ``function`` itself when no plan applies."""
+    deps_cache: dict[int, Dependences] = {}
+    for chain in find_bands(function):
+        head = chain[0].var
+        where = f"function '{function.name}', loop '{head}'"
+        try:
+            current = _loop(function, head)
+        except KeyError:
+            continue
+        chain = perfect_chain(current)[:len(chain)]
+        plans = candidate_plans(function, chain, target, gemm_work, register_work, parallel)
+        if not plans:
+            continue
+        index = nest_of(function, chain[0])
+        try:
+            if index not in deps_cache:
+                deps_cache[index] = nest_dependences(function, index)
+            deps = deps_cache[index]
+        except NotPolyhedral as error:
+            remark(where, f"not tiled: {error}", "missed")
+            continue
+        for plan in plans:
+            try:
+                if plan.kind == "gemm":
+                    check_permutable(deps, list(plan.band)).require()
+                elif plan.kind == "order":
+                    order = plan.steps[0].order  # type: ignore[attr-defined]
+                    check_permutation(deps, list(plan.band),
+                                      [list(plan.band).index(v) for v in order]).require()
+                cut = proven_prefix(plan.steps)
+                proven, origins, copies = apply_steps(function, plan.steps[:cut])
+                if len(proven.body) != len(function.body):
+                    raise PolyirError("the plan changed the number of top-level nests")
+                prove(deps, proven, index, origins, copies, f"the {plan.kind} plan of loop '{head}'")
+                result, _, _ = apply_steps(proven, plan.steps[cut:])
+            except PolyirError as error:
+                remark(where, f"{plan.kind} plan not applied: {error}", "missed")
+                continue
+            pipeline = plan.pipeline
+            if parallel and plan.parallel and target.cores > 1 \
+                    and independent_along(deps, plan.parallel[1]):
+                result = mark_loop_parallel(result, plan.parallel[0])
+                pipeline += f",mark-parallel{{loops={plan.parallel[0]}}}"
+            remark(where, f"{plan.why}: {pipeline}", "applied")
+            function = result
+            deps_cache.pop(index, None)
+            break
+    return function
+
+
+def independent_along(deps: Dependences, var: str) -> bool:
+    """Does no dependence of ``deps`` relate two instances with different values
+    of loop ``var`` (every direction along it ``=``)? Then any loop whose
+    iterations take disjoint ranges of ``var`` (its tile loop, wherever the
+    plan puts it) may run them in parallel."""
+    loop = deps.scop.loop(var).id
+    for dep in deps.memory():
+        if loop not in dep.common or dep.direction[dep.common.index(loop)] != "=":
+            return False
+    return True
+
+
+def mark_loop_parallel(function: Function, var: str) -> Function:
+    """``function`` with loop ``var`` marked ``parallel``."""
+    from dataclasses import replace
+
+    from polyir.tiling.bands import replace_node
+    loop = _loop(function, var)
+    return replace_node(function, loop, [replace(loop, parallel=True)])
+
+
+def _loop(function: Function, var: str) -> For:
+    from polyir.ir.names import UnknownLoop, find_loop
+    try:
+        return find_loop(function, var)
+    except UnknownLoop:
+        raise KeyError(var) from None
+
+
+__all__ = ["TilePlan", "find_bands", "candidate_plans", "apply_steps", "proven_prefix", "prove",
+           "independent_along", "mark_loop_parallel", "auto_tile_function"]

@@ -1,0 +1,199 @@
+"""Bands and the small structural helpers the tiling mechanisms share.
+
+A *band* is a chain of loops, outer to inner, each the only node in the body
+of the previous one (``for i { for j { for k { ... } } }``): tiling,
+interchange and unroll-and-jam act on bands. Loops are named by their
+variables (unique in a verified function).
+
+* :func:`band`: the loops of a named band, checked;
+* :func:`perfect_chain`: the longest band starting at a loop;
+* :func:`replace_node`: a function with one node (by identity) replaced;
+* :func:`nest_of`: which top-level node holds a loop (transformations inside
+  one nest are analysed on that nest alone);
+* :func:`renamed_copy`: a copy of some nodes with fresh loop variables,
+  statement names and loop-scoped buffers, and the origin of each copied
+  statement (for :func:`polyir.polyhedral.legality.check_rewrite`);
+* :class:`UnsupportedNest`: the refusal of a nest whose shape a mechanism
+  does not handle (names the loop and why).
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+
+from polyir.errors import PolyirError
+from polyir.ir.affine import Aff
+from polyir.ir.names import claim_name, find_loop
+from polyir.ir.nodes import Assign, Buffer, Expr, For, Function, If, Load, Node
+from polyir.ir.walk import STATEMENT_NODES, substitute_node, walk_nodes
+from polyir.polyhedral.dependences import MEMORY_KINDS, Dependences, compute_dependences
+from polyir.polyhedral.extract import extract
+from polyir.polyhedral.legality import Origin
+
+
+class UnsupportedNest(PolyirError):
+    """A loop nest whose shape a mechanism does not handle; names the loop and why."""
+
+
+def band(function: Function, loops: Sequence[str]) -> list[For]:
+    """The loops named by ``loops`` (outer to inner), each the only node in the
+    body of the one before. Raises ``UnknownLoop`` for an unknown name and
+    :class:`UnsupportedNest` when they do not form a band."""
+    if not loops:
+        raise UnsupportedNest("no loops named")
+    if len(set(loops)) != len(loops):
+        raise UnsupportedNest(f"loops {', '.join(loops)} name a loop twice")
+    found = [find_loop(function, name) for name in loops]
+    for outer, inner in zip(found, found[1:], strict=False):
+        if len(outer.body) != 1 or outer.body[0] is not inner:
+            raise UnsupportedNest(f"function '{function.name}': loop '{inner.var}' is not the only "
+                                  f"node in the body of loop '{outer.var}', so {', '.join(loops)} "
+                                  f"are not a band")
+    return found
+
+
+def perfect_chain(loop: For) -> list[For]:
+    """``loop`` and the loops below it while each body is exactly one loop."""
+    chain = [loop]
+    while len(chain[-1].body) == 1 and isinstance(chain[-1].body[0], For):
+        chain.append(chain[-1].body[0])
+    return chain
+
+
+def replace_node(function: Function, old: Node, new: Sequence[Node]) -> Function:
+    """``function`` with node ``old`` (found by identity) replaced by ``new``."""
+    found = [False]
+
+    def visit(nodes: tuple[Node, ...]) -> tuple[Node, ...]:
+        out: list[Node] = []
+        for node in nodes:
+            if node is old:
+                out.extend(new)
+                found[0] = True
+                continue
+            if isinstance(node, For):
+                body = visit(node.body)
+                node = node if body == node.body and all(a is b for a, b in zip(body, node.body, strict=True)) \
+                    else replace(node, body=body)
+            elif isinstance(node, If):
+                node = replace(node, then_body=visit(node.then_body), else_body=visit(node.else_body))
+            out.append(node)
+        return tuple(out)
+
+    body = visit(function.body)
+    if not found[0]:
+        raise ValueError(f"node not found in function '{function.name}'")
+    return replace(function, body=body)
+
+
+def nest_of(function: Function, loop: For) -> int:
+    """Index of the top-level node of ``function`` that holds ``loop``."""
+    for index, node in enumerate(function.body):
+        if any(n is loop for n in walk_nodes((node,))):
+            return index
+    raise ValueError(f"loop '{loop.var}' is not in function '{function.name}'")
+
+
+def nest_function(function: Function, index: int) -> Function:
+    """``function`` reduced to its top-level node ``index`` (same parameters and
+    locals): what is analysed when a transformation stays inside that nest."""
+    return replace(function, body=(function.body[index],))
+
+
+def nest_dependences(function: Function, index: int) -> Dependences:
+    """The memory dependences (what legality needs) of top-level node ``index``
+    of ``function``, analysed alone."""
+    return compute_dependences(extract(nest_function(function, index)), MEMORY_KINDS)
+
+
+def loops_inside(nodes: Sequence[Node]) -> list[For]:
+    """Every loop under ``nodes``, in pre-order."""
+    return [n for n in walk_nodes(nodes) if isinstance(n, For)]
+
+
+def statements_inside(nodes: Sequence[Node]) -> list[Node]:
+    """Every statement under ``nodes``, in program order."""
+    return [n for n in walk_nodes(nodes) if isinstance(n, STATEMENT_NODES)]
+
+
+def _base(name: str) -> str:
+    return re.sub(r"_\d+$", "", name) or name
+
+
+def rename_buffers_expr(expr: Expr, names: dict[str, str]) -> Expr:
+    """``expr`` with loads of the buffers in ``names`` renamed (gathers too)."""
+    from polyir.ir.nodes import BinOp, Call, Cast, Compare, Select
+    if isinstance(expr, Load):
+        indices = tuple(i if isinstance(i, Aff) else rename_buffers_expr(i, names) for i in expr.indices)
+        return Load(names.get(expr.buffer, expr.buffer), indices)
+    if isinstance(expr, BinOp):
+        return BinOp(expr.op, rename_buffers_expr(expr.lhs, names), rename_buffers_expr(expr.rhs, names))
+    if isinstance(expr, Compare):
+        return Compare(expr.op, rename_buffers_expr(expr.lhs, names), rename_buffers_expr(expr.rhs, names))
+    if isinstance(expr, Call):
+        return Call(expr.fn, tuple(rename_buffers_expr(a, names) for a in expr.args))
+    if isinstance(expr, Select):
+        return Select(rename_buffers_expr(expr.cond, names), rename_buffers_expr(expr.if_true, names),
+                      rename_buffers_expr(expr.if_false, names))
+    if isinstance(expr, Cast):
+        return Cast(expr.dtype, rename_buffers_expr(expr.value, names))
+    return expr
+
+
+def renamed_copy(nodes: Sequence[Node], taken: set[str],
+                 values: dict[str, Aff] | None = None) -> tuple[tuple[Node, ...], dict[str, Origin]]:
+    """A copy of ``nodes`` with every loop variable, statement name and
+    loop-scoped buffer renamed to a fresh name (added to ``taken``), and the
+    variables in ``values`` replaced by their affine values. Returns the copy and,
+    for each copied statement, its :class:`Origin` (the statement it copies,
+    each original loop variable as an expression of the new ones; the
+    variables of ``values`` as given)."""
+    origins: dict[str, Origin] = {}
+    outer = dict(values or {})
+
+    def visit(items: Sequence[Node], env: dict[str, Aff], buffers: dict[str, str],
+              chain: list[tuple[str, str]]) -> tuple[Node, ...]:
+        out: list[Node] = []
+        for node in items:
+            if isinstance(node, For):
+                new_var = claim_name(_base(node.var), taken)
+                inner_buffers = dict(buffers)
+                new_locals: list[Buffer] = []
+                for local in node.locals:
+                    inner_buffers[local.name] = claim_name(_base(local.name), taken)
+                    new_locals.append(replace(local, name=inner_buffers[local.name]))
+                lower = tuple(a.substitute(env) for a in node.lower)
+                upper = tuple(a.substitute(env) for a in node.upper)
+                inner_env = dict(env)
+                inner_env[node.var] = Aff.var(new_var)
+                body = visit(node.body, inner_env, inner_buffers, chain + [(node.var, new_var)])
+                out.append(replace(node, var=new_var, lower=lower, upper=upper, body=body,
+                                   locals=tuple(new_locals)))
+            elif isinstance(node, If):
+                conditions = tuple(c.substitute(env) for c in node.conditions)
+                out.append(replace(node, conditions=conditions,
+                                   then_body=visit(node.then_body, env, buffers, chain),
+                                   else_body=visit(node.else_body, env, buffers, chain)))
+            elif isinstance(node, Assign):
+                moved = substitute_node(node, env)
+                assert isinstance(moved, Assign)
+                new_name = claim_name(_base(node.name), taken)
+                moved = replace(moved, name=new_name, buffer=buffers.get(moved.buffer, moved.buffer),
+                                indices=tuple(i if isinstance(i, Aff) else rename_buffers_expr(i, buffers)
+                                              for i in moved.indices),
+                                value=rename_buffers_expr(moved.value, buffers))
+                mapping = {old: Aff.var(new) for old, new in chain}
+                mapping.update(outer)
+                origins[new_name] = Origin.of(node.name, mapping)
+                out.append(moved)
+            else:
+                raise UnsupportedNest(f"cannot copy a {type(node).__name__} node")
+        return tuple(out)
+
+    copied = visit(nodes, dict(outer), {}, [])
+    return copied, origins
+
+
+__all__ = ["UnsupportedNest", "band", "perfect_chain", "replace_node", "nest_of", "nest_function",
+           "nest_dependences", "loops_inside", "statements_inside", "renamed_copy", "rename_buffers_expr"]

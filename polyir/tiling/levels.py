@@ -1,0 +1,269 @@
+"""Multi-level plans (policy): which loops play which role, and the pipeline
+of mechanism passes that tiles them.
+
+:func:`contraction_roles` recognises a matrix-product-like band: one
+statement ``X[..., i, j] += ... A[.., i, .., k, ..] ... B[.., k, .., j, ..]``
+(any loop order, transposed operands, extra factors that do not depend on
+``i`` and ``j``, batch loops that index ``X``): ``j`` the column loop (``B``
+depends on it, ``A`` does not), ``i`` the row loop (``A`` depends on it, ``B``
+does not), ``k`` the reduction loop, the other loops of ``X`` batch loops.
+
+Plans are data: tuples of pass instances (``Tile``, ``Interchange``,
+``Copies``, ``SplitTiles``, ``UnrollJam``) that print as a pipeline
+(``polyir.passes.format_pipeline``) and replay exactly:
+
+* :func:`gemm_plan`: BLIS's five loops around a micro-kernel,
+  ``j_c, k_c, i_c, j_r, i_r`` (``Nc, Kc, Mc, Nr, Mr``), the right operand
+  packed per ``k_c`` in ``Kc x Nr`` panels, the left per ``i_c`` in ``Mr``-row
+  panels laid out column by column, the ``Mr x Nr`` accumulators in a
+  loop-scoped local (registers), full tiles split from partial ones, the rows
+  of the register tile unrolled;
+* :func:`register_plan`: the register tile alone (small products, several
+  reduction loops);
+* :func:`order_plan`: an interchange giving the innermost loop unit-stride
+  accesses.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from polyir.ir.nodes import Assign, For, Function, Load
+from polyir.ir.types import DType
+from polyir.polyhedral.extract import affine_index, expr_loads, reduction_of
+from polyir.tiling.passes import Copies, Interchange, SplitTiles, Tile, UnrollJam
+from polyir.tiling.sizes import GemmSizes, RegisterTile
+
+ELEMENT_BYTES = {DType.F32: 4, DType.F64: 8}
+
+
+@dataclass(frozen=True)
+class Contraction:
+    """The roles of a matrix-product-like band (see the module docstring)."""
+
+    band: tuple[str, ...]
+    batch: tuple[str, ...]
+    i: str
+    j: str
+    k: tuple[str, ...]
+    output: str
+    left: str | None
+    right: str | None
+    left_order: tuple[int, ...]
+    right_order: tuple[int, ...]
+    extents: tuple[tuple[str, int | None], ...]
+    element_bytes: int
+    rectangular: bool
+
+    def extent(self, var: str) -> int | None:
+        return dict(self.extents).get(var)
+
+
+def _vars(indices: Sequence[object]) -> set[str]:
+    found: set[str] = set()
+    for index in indices:
+        aff = affine_index(index)
+        if aff is None:
+            return {"<gather>"}
+        found |= set(aff.variables())
+    return found
+
+
+def trip_count(loop: For) -> int | None:
+    """The constant trip count of ``loop``, when its bounds are constants."""
+    if len(loop.lower) == 1 and len(loop.upper) == 1 and loop.lower[0].is_constant \
+            and loop.upper[0].is_constant:
+        return max(0, -(-(loop.upper[0].constant - loop.lower[0].constant) // loop.step))
+    return None
+
+
+def _order_last(indices: Sequence[object], var: str) -> tuple[int, ...]:
+    """A permutation of the dimensions putting the (first) one that uses ``var`` last."""
+    dims = list(range(len(indices)))
+    for d, index in enumerate(indices):
+        aff = affine_index(index)
+        if aff is not None and var in aff.variables():
+            return tuple([e for e in dims if e != d] + [d])
+    return tuple(dims)
+
+
+def contraction_roles(function: Function, chain: Sequence[For]) -> Contraction | None:
+    """The roles of the band ``chain`` when it is matrix-product-like, else ``None``."""
+    if len(chain) < 3:
+        return None
+    body = chain[-1].body
+    if len(body) != 1 or not isinstance(body[0], Assign):
+        return None
+    stmt = body[0]
+    update = reduction_of(stmt)
+    if update is None or update[1] != "+":
+        return None
+    buffers = function.buffers
+    out = buffers.get(stmt.buffer)
+    if out is None or out.dtype not in ELEMENT_BYTES:
+        return None
+    band = [loop.var for loop in chain]
+    out_vars = _vars(stmt.indices)
+    if "<gather>" in out_vars:
+        return None
+    parallel = [v for v in band if v in out_vars]
+    reduction = [v for v in band if v not in out_vars]
+    if not reduction or len(parallel) < 2:
+        return None
+    loads = [ld for ld in expr_loads(stmt.value) if ld.buffer != stmt.buffer]
+    if any("<gather>" in _vars(ld.indices) for ld in loads):
+        return None
+    operands = [ld for ld in loads if _vars(ld.indices) & set(band)]
+    if len(operands) != 2:
+        return None
+    # j: the output's last-dimension loop if an operand uses it and the other does not
+    candidates = []
+    last = affine_index(stmt.indices[-1]) if stmt.indices else None
+    if last is not None:
+        candidates += [v for v in band if v in last.variables() and v in parallel]
+    candidates += [v for v in reversed(parallel) if v not in candidates]
+    for j in candidates:
+        users = [ld for ld in operands if j in _vars(ld.indices)]
+        if len(users) != 1:
+            continue
+        right: Load = users[0]
+        left: Load = next(ld for ld in operands if ld is not right)
+        rows = [v for v in reversed(parallel) if v != j and v in _vars(left.indices)
+                and v not in _vars(right.indices)]
+        if not rows:
+            continue
+        i = rows[0]
+        if any(v not in _vars(left.indices) or v not in _vars(right.indices) for v in reduction):
+            continue
+        batch = tuple(v for v in band if v in parallel and v not in (i, j))
+        rectangular = all(not (set(b.variables()) & set(band)) for loop in chain
+                          for b in loop.lower + loop.upper) and all(loop.step == 1 for loop in chain)
+        extents = tuple((loop.var, trip_count(loop)) for loop in chain)
+        return Contraction(tuple(band), batch, i, j, tuple(reduction), stmt.buffer, left.buffer,
+                           right.buffer, _order_last(left.indices, i), _order_last(right.indices, j),
+                           extents, ELEMENT_BYTES[out.dtype], rectangular)
+    return None
+
+
+def _fresh(base: str, taken: set[str]) -> str:
+    from polyir.ir.names import claim_name
+    return claim_name(base, taken)
+
+
+def _prefix(c: Contraction) -> tuple[list[object], list[str]]:
+    """The interchange putting the batch loops outermost, then ``i, j``, then the
+    reduction loops (a no-op plan step is left out); the band's new order."""
+    order = list(c.batch) + [c.i, c.j] + list(c.k)
+    steps: list[object] = []
+    if order != list(c.band):
+        steps.append(Interchange(tuple(c.band), tuple(order)))
+    return steps, order
+
+
+def gemm_plan(c: Contraction, sizes: GemmSizes, taken: set[str]) -> tuple[object, ...]:
+    """BLIS's plan for a contraction with one reduction loop (see the module docstring)."""
+    (k,) = c.k
+    steps, _ = _prefix(c)
+    ic, jc, kc = _fresh(f"{c.i}_c", taken), _fresh(f"{c.j}_c", taken), _fresh(f"{k}_c", taken)
+    ir, jr = _fresh(f"{c.i}_r", taken), _fresh(f"{c.j}_r", taken)
+    tile = sizes.register
+    steps += [
+        Tile((c.i, c.j, k), (sizes.mc, sizes.nc, sizes.kc), (ic, jc, kc)),
+        Interchange((ic, jc, kc), (jc, kc, ic)),
+        Tile((c.i, c.j), (tile.mr, tile.nr), (ir, jr)),
+        Interchange((ir, jr, c.i, c.j, k), (jr, ir, k, c.i, c.j)),
+    ]
+    if c.right is not None and c.right != c.left:
+        steps.append(Copies(kc, (c.right,), jr, _identity_or(c.right_order)))
+    if c.left is not None and c.left != c.right:
+        steps.append(Copies(ic, (c.left,), ir, _identity_or(c.left_order)))
+    steps += [
+        Copies(ir, (c.output,)),
+        SplitTiles(ir, (c.i, c.j)),
+        UnrollJam((c.i,), (tile.mr,), 0),
+    ]
+    return tuple(steps)
+
+
+def register_plan(c: Contraction, tile: RegisterTile, taken: set[str]) -> tuple[object, ...]:
+    """The register tile alone: ``i_r, j_r`` tiles around the reduction loops,
+    the accumulators in a local of ``j_r``, full tiles split, rows unrolled."""
+    steps, _ = _prefix(c)
+    ir, jr = _fresh(f"{c.i}_r", taken), _fresh(f"{c.j}_r", taken)
+    steps += [
+        Tile((c.i, c.j), (tile.mr, tile.nr), (ir, jr)),
+        Interchange((ir, jr, c.i, c.j) + c.k, (ir, jr) + c.k + (c.i, c.j)),
+        Copies(jr, (c.output,)),
+        SplitTiles(jr, (c.i, c.j)),
+        UnrollJam((c.i,), (tile.mr,), 0),
+    ]
+    return tuple(steps)
+
+
+def _identity_or(order: tuple[int, ...]) -> tuple[int, ...]:
+    return () if order == tuple(range(len(order))) else order
+
+
+# ------------------------------------------------------------------ loop order
+def stride_score(chain: Sequence[For], var: str, function: Function) -> int:
+    """How well ``var`` suits the innermost position of the band: +2 per access
+    with unit stride along it (last subscript ``var + c``, ``var`` nowhere else),
+    +1 when the written element moves with it (a vectorisable loop, not a
+    reduction), -2 per access walking a non-last dimension with it."""
+    stmts = [n for n in _statements(chain[-1].body)]
+    score = 0
+    for stmt in stmts:
+        accesses = [ld.indices for ld in expr_loads(stmt.value)] + [stmt.indices]
+        for indices in accesses:
+            if not indices:
+                continue
+            affs = [affine_index(x) for x in indices]
+            if any(a is None for a in affs):
+                continue
+            used = [d for d, a in enumerate(affs) if a is not None and var in a.variables()]
+            if not used:
+                continue
+            last = affs[-1]
+            if used == [len(affs) - 1] and last is not None and abs(last.coefficient(var)) == 1:
+                score += 2
+            else:
+                score -= 2
+        target = [affine_index(x) for x in stmt.indices]
+        if any(a is not None and var in a.variables() for a in target):
+            score += 1
+    return score
+
+
+def _statements(nodes: Sequence[object]) -> list[Assign]:
+    from polyir.ir.walk import walk_nodes
+    return [n for n in walk_nodes(nodes) if isinstance(n, Assign)]  # type: ignore[arg-type]
+
+
+def unit_stride_order(function: Function, chain: Sequence[For]) -> list[tuple[str, ...]]:
+    """Band orders to try, best first, that move the loop with the best
+    :func:`stride_score` innermost (the others keep their order); empty when
+    the current innermost loop is already among the best."""
+    band = [loop.var for loop in chain]
+    scores = {v: stride_score(chain, v, function) for v in band}
+    current = scores[band[-1]]
+    better = sorted((v for v in band if scores[v] > current), key=lambda v: -scores[v])
+    return [tuple([w for w in band if w != v] + [v]) for v in better]
+
+
+def order_plan(band: Sequence[str], order: Sequence[str]) -> tuple[object, ...]:
+    """One interchange of ``band`` to ``order``."""
+    return (Interchange(tuple(band), tuple(order)),)
+
+
+def work(c: Contraction) -> int | None:
+    """The number of statement instances, when every extent is known."""
+    total = 1
+    for _, extent in c.extents:
+        if extent is None:
+            return None
+        total *= extent
+    return total
+
+
+__all__ = ["Contraction", "contraction_roles", "gemm_plan", "register_plan", "order_plan",
+           "unit_stride_order", "stride_score", "trip_count", "work", "ELEMENT_BYTES"]

@@ -1,0 +1,192 @@
+"""Full/partial tile separation (mechanism).
+
+After tiling, a point loop ``for i = ir to min(M, ir + 8)`` runs 8 times
+except in the last tile. ``split_tiles(function, at="ir", loops=("i", "j"))``
+versions the body of loop ``ir``::
+
+    for ir ... {
+      if (ir + 8 <= M, jr + 32 <= N) {
+        ...the body, with i = ir to ir + 8 and j = jr to jr + 32 (constant trip counts)
+      } else {
+        ...the body as it was (loops, statements and loop-scoped buffers renamed)
+      }
+    }
+
+Every other bound in the full version that the guard makes redundant is
+dropped too (the copy loops of a scratchpad, for instance), so the full tiles
+have constant trip counts that LLVM unrolls and vectorises, and register
+tiles (``unroll-jam``) apply to them.
+
+Each named loop must have one lower bound ``L`` and an upper bound ``L + c``
+(``c`` a constant) among others; the guard says ``L + c`` is the smallest,
+and may only use variables bound at ``at``. The two versions run the same
+instances in the same order, which ``check_rewrite`` proves.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from polyir.ir.affine import Aff, Constraint
+from polyir.ir.names import find_loop, names_in
+from polyir.ir.nodes import For, Function, If, Node
+from polyir.polyhedral.dependences import Dependences
+from polyir.polyhedral.legality import Origin, check_rewrite, compose_origins
+from polyir.tiling.bands import (
+    UnsupportedNest,
+    loops_inside,
+    nest_dependences,
+    nest_function,
+    nest_of,
+    renamed_copy,
+    replace_node,
+)
+
+
+def enclosing_vars(function: Function, loop: For) -> list[str]:
+    """Variables of the loops around ``loop`` (outermost first), not including it."""
+    path: list[str] = []
+
+    def visit(nodes: Sequence[Node], chain: list[str]) -> bool:
+        for node in nodes:
+            if node is loop:
+                path.extend(chain)
+                return True
+            if isinstance(node, For) and visit(node.body, chain + [node.var]):
+                return True
+            if isinstance(node, If) and (visit(node.then_body, chain) or visit(node.else_body, chain)):
+                return True
+        return False
+
+    if not visit(function.body, []):
+        raise ValueError(f"loop '{loop.var}' is not in function '{function.name}'")
+    return path
+
+
+def full_tile_guard(loop: For) -> tuple[Aff, list[Constraint]] | None:
+    """``(L + c, guard)`` when ``loop`` runs ``L`` to ``min(..., L + c)``: the
+    upper bound of its full tiles and the constraints that make it the
+    smallest; ``None`` when it has no such bound."""
+    if len(loop.lower) != 1:
+        return None
+    start = loop.lower[0]
+    for bound in loop.upper:
+        span = bound - start
+        if span.is_constant and span.constant > 0:
+            others = [u for u in loop.upper if u != bound]
+            return bound, [Constraint(bound, "<=", u) for u in others]
+    return None
+
+
+def _implied(difference: Aff, facts: Sequence[Aff]) -> bool:
+    """Whether ``difference >= 0`` follows from ``fact >= 0`` for each fact (one
+    fact plus a non-negative constant, or a non-negative constant alone)."""
+    if difference.is_constant:
+        return difference.constant >= 0
+    for fact in facts:
+        rest = difference - fact
+        if rest.is_constant and rest.constant >= 0:
+            return True
+    return False
+
+
+def prune_bounds(nodes: Sequence[Node], facts: Sequence[Aff]) -> tuple[Node, ...]:
+    """``nodes`` with every loop bound entry dropped that another entry makes
+    redundant given ``facts`` (each ``fact >= 0`` holds)."""
+    def prune(bounds: tuple[Aff, ...], upper: bool) -> tuple[Aff, ...]:
+        kept = list(bounds)
+        for b in bounds:
+            if len(kept) == 1:
+                break
+            for other in kept:
+                if other is b or other == b:
+                    continue
+                # an upper bound b is redundant when b >= other; a lower one when b <= other
+                if _implied(b - other if upper else other - b, facts):
+                    kept.remove(b)
+                    break
+        return tuple(kept)
+
+    out: list[Node] = []
+    for node in nodes:
+        if isinstance(node, For):
+            node = replace(node, lower=prune(node.lower, False), upper=prune(node.upper, True),
+                           body=prune_bounds(node.body, facts))
+        elif isinstance(node, If):
+            node = replace(node, then_body=prune_bounds(node.then_body, facts),
+                           else_body=prune_bounds(node.else_body, facts))
+        out.append(node)
+    return tuple(out)
+
+
+def _versions(body: tuple[Node, ...], guards: list[list[Constraint]], taken: set[str]
+              ) -> tuple[tuple[Node, ...], dict[str, Origin]]:
+    """``body`` versioned on each guard in turn: the full version of the first
+    (bounds pruned by its facts), else the body renamed; then the next guard
+    inside both. The versions that are full for every guard keep the names."""
+    if not guards:
+        return body, {}
+    first, rest = guards[0], guards[1:]
+    if not first:
+        return _versions(body, rest, taken)
+    facts = [c.rhs - c.lhs for c in first]
+    full, full_origins = _versions(prune_bounds(body, facts), rest, taken)
+    renamed, renamed_origins = renamed_copy(body, taken)
+    partial, partial_origins = _versions(renamed, rest, taken)
+    origins = dict(full_origins)
+    origins.update(renamed_origins)  # the inner full versions keep these names
+    origins.update(compose_origins(renamed_origins, partial_origins))
+    return (If(tuple(first), full, partial),), origins
+
+
+def split_tiles(function: Function, at: str, loops: Sequence[str],
+                deps: Dependences | None = None, check: bool = True
+                ) -> tuple[Function, dict[str, Origin]]:
+    """``function`` with the body of loop ``at`` versioned into full tiles of the
+    point loops ``loops`` (constant trip counts) and the rest, one loop after
+    the other (``if (i full) { if (j full) {...} else {...} } else {...}``: a
+    tile partial in one loop keeps the constant trip count of the other); also
+    returns the origins of the renamed statements of the other versions.
+    Returns ``function`` itself (and no origins) when every named loop is
+    already full.
+
+    Raises ``UnknownLoop`` and ``UnsupportedNest`` (a loop without a tile
+    bound, or a guard needing variables not bound at ``at``)."""
+    scope = find_loop(function, at)
+    inside = {loop.var: loop for loop in loops_inside(scope.body)}
+    bound_here = set(enclosing_vars(function, scope)) | {scope.var} | set(function.symbols)
+    guards: list[list[Constraint]] = []
+    for name in loops:
+        if name not in inside:
+            find_loop(function, name)  # UnknownLoop for a name no loop has
+            raise UnsupportedNest(f"loop '{name}' is not inside loop '{at}'")
+        found = full_tile_guard(inside[name])
+        if found is None:
+            raise UnsupportedNest(f"loop '{name}' has no upper bound of the form lower + constant: "
+                                  f"it is not a tile's point loop")
+        for c in found[1]:
+            unbound = sorted(c.variables() - bound_here)
+            if unbound:
+                raise UnsupportedNest(f"the full-tile test of loop '{name}' ({c}) uses "
+                                      f"{', '.join(unbound)}, not bound at loop '{at}'")
+        guards.append([c for c in found[1] if not any(c in g for g in guards)])
+    if not any(guards):
+        return function, {}
+    body, origins = _versions(scope.body, guards, names_in(function))
+    all_facts = [c.rhs - c.lhs for g in guards for c in g]
+    for loop in loops_inside(prune_bounds(scope.body, all_facts)):
+        if loop.var in loops and len(loop.upper) != 1:
+            raise UnsupportedNest(f"loop '{loop.var}' keeps bounds {', '.join(map(str, loop.upper))} "
+                                  f"in the full tiles")
+    new_scope = replace(scope, body=body)
+    result = replace_node(function, scope, (new_scope,))
+    if check:
+        index = nest_of(function, scope)
+        if deps is None:
+            deps = nest_dependences(function, index)
+        check_rewrite(deps, nest_function(result, index), what=f"splitting the tiles of '{at}'",
+                      origins=origins).require()
+    return result, origins
+
+
+__all__ = ["split_tiles", "full_tile_guard", "prune_bounds", "enclosing_vars"]

@@ -1,0 +1,147 @@
+"""The tiling mechanisms (``tile``, ``interchange``, ``split-tiles``,
+``unroll-jam``, ``copies``): each keeps the program's meaning (interpreter
+oracle, symbolic and partial tiles, parallel loops reversed and shuffled) or
+refuses with a typed error naming a dependence and two instances."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+
+import polyir
+from polyir.errors import IllegalTransform, PassError
+from polyir.ir.nodes import Assign, For, Module
+from polyir.ir.walk import walk_nodes
+from polyir.passes import transform
+from polyir.testing import assert_equivalent, assert_preserves_or_refuses, programs
+from tests.conftest import examples
+
+MATMUL = """func mm(C: f32[M, N], A: f32[M, K], B: f32[K, N]) {
+  for i = 0 to M {
+    for j = 0 to N {
+      for k = 0 to K {
+        S1: C[i, j] = C[i, j] + A[i, k] * B[k, j]
+      }
+    }
+  }
+}"""
+
+SKEWED = """func f(A: f32[N, M]) {
+  for i = 1 to N {
+    for j = 0 to M - 1 {
+      S0: A[i, j] = A[i - 1, j + 1] * 0.5 + 1.0
+    }
+  }
+}"""
+
+TRIANGULAR = """func f(C: f64[N, N], A: f64[N, N]) {
+  for i = 0 to N {
+    for j = 0 to i + 1 {
+      for k = 0 to N {
+        S0: C[i, j] = C[i, j] + A[i, k] * A[j, k]
+      }
+    }
+  }
+}"""
+
+SIZES = [{"M": 7, "N": 5, "K": 9}, {"M": 8, "N": 8, "K": 4}, {"M": 1, "N": 3, "K": 1}]
+
+
+def _check(module: Module, result: Module, **options: object) -> None:
+    for sizes in SIZES:
+        assert_equivalent(module, result, trials=1, sizes=sizes, **options)  # type: ignore[arg-type]
+
+
+def _loops(module: Module) -> list[For]:
+    return [n for n in walk_nodes(module.entry.body) if isinstance(n, For)]
+
+
+def _statements(module: Module) -> list[Assign]:
+    return [n for n in walk_nodes(module.entry.body) if isinstance(n, Assign)]
+
+
+def test_tile_two_levels_with_partial_tiles_and_symbolic_extents() -> None:
+    module = polyir.parse(MATMUL)
+    result = transform(module, "tile{loops=i,j,k sizes=4,3,2 names=it,jt,kt},"
+                               "tile{loops=i,j sizes=2,0 names=i2}")
+    assert [loop.var for loop in _loops(result)] == ["it", "jt", "kt", "i2", "i", "j", "k"]
+    assert "min(M, i2 + 2)" in str(result) and "min(N, jt + 3)" in str(result)
+    _check(module, result)
+
+
+def test_tile_triangular_band() -> None:
+    module = polyir.parse(TRIANGULAR)
+    result = transform(module, "tile{loops=i,j,k sizes=3,2,4}")
+    for n in (1, 4, 7):
+        assert_equivalent(module, result, trials=1, sizes={"N": n})
+
+
+def test_tile_refuses_a_band_that_is_not_permutable_with_a_witness() -> None:
+    with pytest.raises(PassError) as info:
+        transform(polyir.parse(SKEWED), "tile{loops=i,j sizes=2,2}")
+    cause = info.value.cause
+    assert isinstance(cause, IllegalTransform) and cause.witness is not None
+    assert "S0(i=" in str(cause.witness)
+
+
+def test_interchange_legal_and_illegal() -> None:
+    module = polyir.parse(MATMUL)
+    result = transform(module, "interchange{loops=i,j,k order=k,i,j}")
+    assert [loop.var for loop in _loops(result)] == ["k", "i", "j"]
+    _check(module, result)
+    with pytest.raises(PassError) as info:
+        transform(polyir.parse(SKEWED), "interchange{loops=i,j order=j,i}")
+    assert isinstance(info.value.cause, IllegalTransform)
+
+
+def test_register_tile_pipeline_keeps_meaning_and_puts_accumulators_in_a_local() -> None:
+    module = polyir.parse(MATMUL)
+    pipeline = ("tile{loops=i,j sizes=3,4 names=ir,jr},"
+                "interchange{loops=ir,jr,i,j,k order=ir,jr,k,i,j},"
+                "copies{at=jr buffers=C},split-tiles{at=jr loops=i,j},unroll-jam{loops=i factors=3 depth=0}")
+    result = transform(module, pipeline)
+    jr = next(loop for loop in _loops(result) if loop.var == "jr")
+    assert [b.name for b in jr.locals] == ["C_jr"]
+    # the full tile: three jammed copies of the update in one k loop; three partial versions
+    updates = [s.name for s in _statements(result) if s.name.startswith("S1")]
+    assert len(updates) == 6, updates
+    jammed = [loop for loop in _loops(result) if len(loop.body) == 3
+              and all(isinstance(n, For) for n in loop.body)]
+    assert len(jammed) == 1
+    _check(module, result)
+
+
+def test_packing_blocks_and_transposed_layout() -> None:
+    module = polyir.parse(MATMUL)
+    pipeline = ("tile{loops=i,j,k sizes=4,6,3 names=ic,jc,kc},"
+                "interchange{loops=ic,jc,kc order=jc,kc,ic},"
+                "tile{loops=i,j sizes=2,3 names=ir,jr},"
+                "interchange{loops=ir,jr,i,j,k order=jr,ir,k,i,j},"
+                "copies{at=kc buffers=B blocks=jr},copies{at=ic buffers=A blocks=ir order=1,0}")
+    result = transform(module, pipeline)
+    text = str(result)
+    assert "local B_kc" in text and "local A_ic" in text
+    assert "B[" not in text.split("B_kc_in:")[1].split("\n", 1)[1]  # every later read is of the panel
+    _check(module, result)
+
+
+def test_unroll_jam_refuses_when_the_loop_cannot_move_inside() -> None:
+    with pytest.raises(PassError) as info:
+        transform(polyir.parse(SKEWED), "unroll-jam{loops=i factors=2}")
+    assert isinstance(info.value.cause, IllegalTransform)
+
+
+@settings(max_examples=examples(12), deadline=None)
+@given(programs(max_depth=3, max_statements=3, perfect=True))
+def test_tile_preserves_or_refuses_on_random_programs(module: Module) -> None:
+    loops = _loops(module)
+    if not loops:
+        return
+    outer = loops[0]
+    chain = [outer]
+    while len(chain[-1].body) == 1 and isinstance(chain[-1].body[0], For):
+        chain.append(chain[-1].body[0])
+    names = ",".join(loop.var for loop in chain)
+    sizes = ",".join(str(2 + k) for k in range(len(chain)))
+    for order in ("forward", "reverse"):
+        assert_preserves_or_refuses(lambda m: transform(m, f"tile{{loops={names} sizes={sizes}}}"),
+                                    module, parallel_order=order)
