@@ -30,7 +30,7 @@ LOGGER = logging.getLogger("polyir.driver")
 _PIPELINES = {
     "cpu": "fuse,shrink-buffers",
     "interpret": "fuse,shrink-buffers",
-    "cuda": "fuse,shrink-buffers,mark-parallel,gpu-map",
+    "cuda": "fuse,shrink-buffers,mark-parallel,gpu-tensorcore,gpu-map",
 }
 
 
@@ -39,7 +39,8 @@ def default_pipeline(target: Target | str | None = None) -> str:
 
     Every target: ``fuse,shrink-buffers`` (slicing fusion by the cost model,
     intermediates contracted to loop-scoped locals); CUDA adds
-    ``mark-parallel,gpu-map`` (parallel loops become grids and blocks).
+    ``mark-parallel,gpu-tensorcore,gpu-map`` (16-bit contractions go to tensor
+    cores, other parallel loops become grids and blocks).
     """
     return _PIPELINES[resolve(target).kind]
 

@@ -15,7 +15,7 @@ the GPU:
 * ``@shared`` locals -> static ``addrspace(3)`` globals, or slices of one
   ``extern`` dynamic shared array when the kernel is launched with
   ``shared_bytes > 0``; ``@local`` locals -> zero-filled ``alloca``;
-* fragments -> ``polyir.ptx.wmma``; math -> ``polyir.ptx.mathlib``.
+* fragments -> ``polyir.ptx.mma_sync`` (ldmatrix + mma.sync, sm_80+, tiles in shared memory) or ``polyir.ptx.wmma``; math -> ``polyir.ptx.mathlib``.
 
 Host functions are not lowered for NVPTX: the runtime walks their launches.
 """
@@ -42,7 +42,7 @@ from polyir.ir.nodes import (
 from polyir.ir.types import DType, MemorySpace
 from polyir.llvm.hooks import F32, I8, I16, I32, I64, LoweringHooks, where
 from polyir.llvm.lower import byte_size
-from polyir.ptx import mathlib, wmma
+from polyir.ptx import mathlib, mma_sync, wmma
 
 if TYPE_CHECKING:
     from polyir.llvm.lower import FunctionLowerer
@@ -62,8 +62,9 @@ class NvptxHooks(LoweringHooks):
 
     returns_status = False
 
-    def __init__(self, launches: dict[str, Launch] | None = None):
+    def __init__(self, launches: dict[str, Launch] | None = None, sm: int = 90):
         self.launches = dict(launches or {})
+        self.sm = sm
         self._shared_offset = 0
 
     # ---------------------------------------------------------------- types
@@ -172,7 +173,10 @@ class NvptxHooks(LoweringHooks):
 
     def lower_fragment(self, lowerer: FunctionLowerer,
                        node: FragmentFill | FragmentLoad | FragmentMMA | FragmentStore) -> None:
-        wmma.lower_fragment(lowerer, node)
+        if mma_sync.uses_mma_sync(lowerer.function, self.sm):
+            mma_sync.lower_mma_sync(lowerer, node)
+        else:
+            wmma.lower_fragment(lowerer, node)
 
     def lower_launch(self, lowerer: FunctionLowerer, node: Launch) -> None:
         raise CompileError(f"{where(lowerer.function, node)}: launch of '{node.kernel}' inside "
