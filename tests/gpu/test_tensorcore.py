@@ -340,3 +340,50 @@ def test_mapped_loops_are_block_thread_and_fragment_levels() -> None:
     assert {mapped.entry.buffers[n.buffer].space.value for n in loads} == {"shared"}
     shared = {b.name: b for b in mapped.entry.locals if b.space.value == "shared"}
     assert [d.constant for d in shared["tc_As"].shape] == [64, 40]  # 32 + 8 halves of padding
+
+
+# ------------------------------------------------------------ on a real GPU
+def _gpu_sm() -> int:
+    import cupy
+    return 90 if int(cupy.cuda.Device().compute_capability) >= 90 else 80
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,a_layout,b_layout,batch,tile", [
+    ("f16", "row", "row", False, ""),
+    ("f16", "col", "col", False, TILE),
+    ("bf16", "row", "col", False, ""),
+    ("bf16", "col", "row", True, "gpu-tensorcore{tile=64,64,32 warps=2,2}"),
+])
+def test_tensor_core_matmul_on_the_gpu(dtype, a_layout, b_layout, batch, tile) -> None:
+    module = transform(parse(_matmul_ir(dtype, a_layout, b_layout, batch)), "mark-parallel")
+    pipeline = f"{tile},gpu-map" if tile else "gpu-tensorcore,gpu-map"
+    exe = compile_ir(module, cuda(_gpu_sm()), pipeline=pipeline)
+    assert "mma.sync.aligned.m16n8k16" in exe.ptx
+    rng = np.random.default_rng(3)
+    m, n, k, nb = 300, 200, 136, 3   # partial tiles in every dimension
+    lead = (nb,) if batch else ()
+    a = _small_ints(lead + ((m, k) if a_layout == "row" else (k, m)), rng, dtype)
+    b = _small_ints(lead + ((k, n) if b_layout == "row" else (n, k)), rng, dtype)
+    c = rng.integers(-3, 4, lead + (m, n)).astype(np.float32)
+    a64 = a.astype(np.float64) if a_layout == "row" else np.swapaxes(a, -1, -2).astype(np.float64)
+    b64 = b.astype(np.float64) if b_layout == "row" else np.swapaxes(b, -1, -2).astype(np.float64)
+    expected = c + a64 @ b64
+    a_in = a.astype(np.float32) if dtype == "bf16" else a
+    b_in = b.astype(np.float32) if dtype == "bf16" else b
+    exe(c, a_in, b_in)
+    np.testing.assert_array_equal(c, expected)  # small integers: exact in any order
+
+
+@pytest.mark.gpu
+def test_linear_epilogue_on_the_gpu() -> None:
+    mapped_exe = compile_ir(parse(LINEAR_RELU_RESIDUAL), cuda(_gpu_sm()))
+    rng = np.random.default_rng(4)
+    arrays = [rng.integers(-3, 4, (20, 40)).astype(np.float16),
+              rng.integers(-3, 4, (24, 40)).astype(np.float16),
+              rng.integers(-3, 4, (24,)).astype(np.float16),
+              np.zeros((20, 24), np.float16)]
+    expected = [x.copy() for x in arrays]
+    interpret(parse(LINEAR_RELU_RESIDUAL), *expected)
+    mapped_exe(*arrays)
+    np.testing.assert_array_equal(arrays[3], expected[3])
