@@ -9,6 +9,8 @@ recorded with its error and the others go on):
   output), 1024^3 to 8192^3 (``--quick``: 1024^3, 2048^3), compiled by the
   default CUDA pipeline (``gpu-tensorcore``: shared-memory tiles,
   ``ldmatrix`` + ``mma.sync``) against ``torch.matmul`` (cuBLAS);
+* ``matmul_f32``: the same in f32 at 2048^3 (CUDA-core register tiles,
+  ``polyir.gpu.simt``) against ``torch.matmul`` with TF32 off;
 * ``linear_relu``: ``relu(X @ W^T + b)`` in f16 (the epilogue fused into the
   tensor-core kernel) against torch eager (cuBLAS + a separate kernel) and
   ``torch.compile`` (Inductor);
@@ -124,8 +126,12 @@ def _rel_error(got: Any, want: Any) -> float:
 
 
 def bench_matmul(cp: Any, torch: Any, sm: int, size: int, dtype: str, reps: int) -> dict[str, Any]:
-    exe, compile_s = compile_timed(matmul_ir(dtype), sm)
-    tdtype = {"f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    text = matmul_ir(dtype)
+    if dtype == "f32":
+        text = text.replace("cast<f32>(", "(")
+        torch.backends.cuda.matmul.allow_tf32 = False  # the peer computes in f32 too
+    exe, compile_s = compile_timed(text, sm)
+    tdtype = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[dtype]
     gen = torch.Generator(device="cuda").manual_seed(size)
     a = torch.randn(size, size, device="cuda", dtype=tdtype, generator=gen)
     b = torch.randn(size, size, device="cuda", dtype=tdtype, generator=gen)
@@ -139,7 +145,8 @@ def bench_matmul(cp: Any, torch: Any, sm: int, size: int, dtype: str, reps: int)
     return {"case": f"matmul_{dtype}", "shape": [size] * 3, "compile_s": compile_s,
             "polyir_ms": polyir_ms, "peer": "torch.matmul (cuBLAS)", "peer_ms": torch_ms,
             "polyir_tflops": flops / polyir_ms / 1e9, "peer_tflops": flops / torch_ms / 1e9,
-            "max_rel_error": error, "ok": error < 2e-2, **_kernel_facts(exe)}
+            "max_rel_error": error, "ok": error < (1e-4 if dtype == "f32" else 2e-2),
+            **_kernel_facts(exe)}
 
 
 def bench_linear(cp: Any, torch: Any, sm: int, m: int, n: int, k: int, reps: int
@@ -197,6 +204,7 @@ def cases(cp: Any, torch: Any, sm: int, quick: bool) -> list[tuple[str, Callable
             reps = 20 if size <= 2048 else 10 if size <= 4096 else 5
             found.append((f"matmul_{dtype} {size}",
                           lambda s=size, d=dtype, r=reps: bench_matmul(cp, torch, sm, s, d, r)))
+    found.append(("matmul_f32 2048", lambda: bench_matmul(cp, torch, sm, 2048, "f32", 10)))
     m = 256 if quick else 2048
     found.append(("linear_relu", lambda: bench_linear(cp, torch, sm, m, 4096, 4096, 10)))
     found.append(("elementwise", lambda: bench_elementwise(cp, torch, sm, 2048 if quick else 8192, 20)))

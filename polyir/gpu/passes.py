@@ -44,12 +44,16 @@ class GpuMap:
 @register_pass("gpu-tensorcore")
 @dataclass(frozen=True)
 class GpuTensorCore:
-    """Map contractions with f16/bf16 inputs and f32 accumulation (matmul,
-    batched matmul, linear layers, after fusion) onto tensor cores: block tile
+    """Map contractions (matmul, batched matmul, linear layers, after fusion)
+    with f16/bf16 inputs and f32 accumulation onto tensor cores: block tile
     staged in shared memory, warp tiles of 16x16 fragments (``ldmatrix`` +
     ``mma.sync`` on sm_80+), the fused epilogue once per output element
     (``polyir.gpu.tensorcore``). Nests that are no such contraction are left
     for ``gpu-map``, with a remark saying why when they hold a reduction.
+
+    f32 contractions go to CUDA-core register tiles staged in shared memory
+    (``polyir.gpu.simt``; tensor cores would round them to tf32) unless
+    ``f32=false``.
 
     ``tile``: ``BM,BN,BK`` (empty: chosen by ``polyir.gpu.tiles.choose_tiles``
     from the target); ``warps``: ``WM,WN`` warps per block (with ``tile``).
@@ -57,6 +61,7 @@ class GpuTensorCore:
 
     tile: tuple[int, ...] = ()
     warps: tuple[int, ...] = ()
+    f32: bool = True
 
     def __post_init__(self) -> None:
         if self.tile or self.warps:
@@ -80,7 +85,7 @@ class GpuTensorCore:
         changed = False
         functions = []
         for function in module.functions:
-            new = map_tensor_cores(function, target, self.config(), ctx) \
+            new = map_tensor_cores(function, target, self.config(), ctx, self.f32) \
                 if function.kind == "host" else function
             changed |= new is not function
             functions.append(new)

@@ -79,11 +79,13 @@ if TYPE_CHECKING:
     from polyir.context import PassContext
 
 MMA_KEYS = {DType.F16: "m16n16k16.f16.f32", DType.BF16: "m16n16k16.bf16.f32"}
+STAGES = 2
+"""Shared-memory stages of the A and B tiles (double buffering)."""
 
 
-def _guarded_copy(tile: str, source: Operand, rows: int, cols: int, threads: int,
-                  t: str, e: str, origin: tuple[Aff, Aff], extents: tuple[Aff, Aff],
-                  lead: tuple[Aff, ...], names: set[str]) -> For:
+def guarded_copy(tile: str, source: Operand, rows: int, cols: int, threads: int,
+                 t: str, e: str, origin: tuple[Aff, Aff], extents: tuple[Aff, Aff],
+                 lead: tuple[Aff, ...], names: set[str]) -> For:
     """``tile[0:rows, 0:cols] = source[lead..., origin + (r, c)]``, zero outside
     ``extents``; element ``e`` of the tile is copied by thread ``e % threads``."""
     ev = Aff.var(e)
@@ -95,6 +97,40 @@ def _guarded_copy(tile: str, source: Operand, rows: int, cols: int, threads: int
                (Assign(claim_name("TC", names), tile, (r, c), load),),
                (Assign(claim_name("TZ", names), tile, (r, c), zero),))
     return For(e, (Aff.var(t),), (Aff.const(rows * cols),), (guard,), step=threads)
+
+
+VECTOR = 8
+"""Elements of one 16-byte chunk of a 16-bit tile."""
+
+
+def chunked_copy(tile: str, source: Operand, rows: int, cols: int, threads: int,
+                 t: str, e: str, v: str, origin: tuple[Aff, Aff], extents: tuple[Aff, Aff],
+                 lead: tuple[Aff, ...], names: set[str]) -> For:
+    """The same copy by 16-byte chunks (``cols`` a multiple of 8): thread
+    ``e % threads`` copies chunk ``e``; a chunk wholly inside ``extents`` is
+    one ``parallel vectorize=8`` loop (the NVPTX lowering makes it one
+    ``cp.async`` of 16 bytes when both addresses are 16-byte aligned, else
+    plain copies); a chunk across the edge is copied element by element with
+    zero-fill."""
+    per_row = cols // VECTOR
+    ev, vv = Aff.var(e), Aff.var(v)
+    r, c = ev // per_row, (ev % per_row) * VECTOR
+    g_row, g_col = origin[0] + r, origin[1] + c
+    whole = For(v, (Aff.const(0),), (Aff.const(VECTOR),),
+                (Assign(claim_name("TC", names), tile, (r, c + vv),
+                        Load(source.buffer, (*lead, g_row, g_col + vv))),),
+                parallel=True, vectorize=VECTOR)
+    v2 = claim_name(v, names)
+    vv2 = Aff.var(v2)
+    zero = Cast(source.dtype, Const(0.0, DType.F32))
+    edge = For(v2, (Aff.const(0),), (Aff.const(VECTOR),), (
+        If((Constraint(g_row, "<", extents[0]), Constraint(g_col + vv2, "<", extents[1])),
+           (Assign(claim_name("TC", names), tile, (r, c + vv2),
+                   Load(source.buffer, (*lead, g_row, g_col + vv2))),),
+           (Assign(claim_name("TZ", names), tile, (r, c + vv2), zero),)),), unroll=VECTOR)
+    chunk = If((Constraint(g_row, "<", extents[0]), Constraint(g_col + VECTOR, "<=", extents[1])),
+               (whole,), (edge,))
+    return For(e, (Aff.var(t),), (Aff.const(rows * per_row),), (chunk,), step=threads)
 
 
 def map_contraction(function: Function, contraction: Contraction, config: TileConfig
@@ -116,33 +152,32 @@ def map_contraction(function: Function, contraction: Contraction, config: TileCo
     a_lead = tuple(i.substitute(batch_map) for i in a.lead)
     b_lead = tuple(i.substitute(batch_map) for i in b.lead)
 
-    # shared tiles in the operands' own layouts, rows padded
+    # shared tiles in the operands' own layouts, rows padded; two stages each
     a_rows, a_cols = (bm, bk) if a.layout == "row" else (bk, bm)
     b_rows, b_cols = (bk, bn) if b.layout == "row" else (bn, bk)
-    a_tile = claim_name("tc_As", names)
-    b_tile = claim_name("tc_Bs", names)
+    a_tiles = [claim_name(f"tc_As{s}", names) for s in range(STAGES)]
+    b_tiles = [claim_name(f"tc_Bs{s}", names) for s in range(STAGES)]
     c_tile = claim_name("tc_Cs", names)
-    shared = [Buffer(a_tile, dtype, (Aff.const(a_rows), Aff.const(a_cols + PAD_HALVES)),
-                     MemorySpace.SHARED),
-              Buffer(b_tile, dtype, (Aff.const(b_rows), Aff.const(b_cols + PAD_HALVES)),
-                     MemorySpace.SHARED),
-              Buffer(c_tile, DType.F32, (Aff.const(bm), Aff.const(bn + PAD_F32)),
-                     MemorySpace.SHARED)]
+    shared = [Buffer(x, dtype, (Aff.const(a_rows), Aff.const(a_cols + PAD_HALVES)),
+                     MemorySpace.SHARED) for x in a_tiles]
+    shared += [Buffer(x, dtype, (Aff.const(b_rows), Aff.const(b_cols + PAD_HALVES)),
+                      MemorySpace.SHARED) for x in b_tiles]
+    shared.append(Buffer(c_tile, DType.F32, (Aff.const(bm), Aff.const(bn + PAD_F32)),
+                         MemorySpace.SHARED))
     row0 = Aff.var(by) * bm
     col0 = Aff.var(bx) * bn
-    k0 = Aff.var(kt) * bk
-    if a.layout == "row":
-        a_copy = _guarded_copy(a_tile, a, a_rows, a_cols, threads, t, claim_name("tc_ea", names),
-                               (row0, k0), (m, k), a_lead, names)
-    else:
-        a_copy = _guarded_copy(a_tile, a, a_rows, a_cols, threads, t, claim_name("tc_ea", names),
-                               (k0, row0), (k, m), a_lead, names)
-    if b.layout == "row":
-        b_copy = _guarded_copy(b_tile, b, b_rows, b_cols, threads, t, claim_name("tc_eb", names),
-                               (k0, col0), (k, n), b_lead, names)
-    else:
-        b_copy = _guarded_copy(b_tile, b, b_rows, b_cols, threads, t, claim_name("tc_eb", names),
-                               (col0, k0), (n, k), b_lead, names)
+
+    def copies(stage: int, k_tile: Aff) -> tuple[Node, Node]:
+        """Copies of K tile ``k_tile`` of A and B into ``stage``."""
+        k0 = k_tile * bk
+        a_origin, a_ext = ((row0, k0), (m, k)) if a.layout == "row" else ((k0, row0), (k, m))
+        b_origin, b_ext = ((k0, col0), (k, n)) if b.layout == "row" else ((col0, k0), (n, k))
+        return (chunked_copy(a_tiles[stage], a, a_rows, a_cols, threads, t,
+                             claim_name("tc_ea", names), claim_name("tc_va", names),
+                             a_origin, a_ext, a_lead, names),
+                chunked_copy(b_tiles[stage], b, b_rows, b_cols, threads, t,
+                             claim_name("tc_eb", names), claim_name("tc_vb", names),
+                             b_origin, b_ext, b_lead, names))
 
     # warp tile: warp w = t // 32 at (w // warps_n, w % warps_n)
     warp = Aff.var(t) // 32
@@ -158,25 +193,35 @@ def map_contraction(function: Function, contraction: Contraction, config: TileCo
                   for row in frag_c for x in row]
     fills: list[Node] = [FragmentFill(claim_name("TF", names), x, Const(0.0, DType.F32))
                          for row in frag_c for x in row]
-    compute: list[Node] = []
-    for kk in range(0, bk, 16):
-        for i, fa in enumerate(frag_a):
-            mo = wm * config.warp_m + 16 * i
-            origin = (mo, Aff.const(kk)) if a.layout == "row" else (Aff.const(kk), mo)
-            compute.append(FragmentLoad(claim_name("TA", names), fa, "a", key, a_tile, origin,
-                                        a.layout))
-        for j, fb in enumerate(frag_b):
-            no = wn * config.warp_n + 16 * j
-            origin = (Aff.const(kk), no) if b.layout == "row" else (no, Aff.const(kk))
-            compute.append(FragmentLoad(claim_name("TB", names), fb, "b", key, b_tile, origin,
-                                        b.layout))
-        for i, fa in enumerate(frag_a):
+    def compute(stage: int) -> list[Node]:
+        """The MMAs of one K tile held in ``stage``."""
+        nodes: list[Node] = []
+        for kk in range(0, bk, 16):
+            for i, fa in enumerate(frag_a):
+                mo = wm * config.warp_m + 16 * i
+                origin = (mo, Aff.const(kk)) if a.layout == "row" else (Aff.const(kk), mo)
+                nodes.append(FragmentLoad(claim_name("TA", names), fa, "a", key, a_tiles[stage],
+                                          origin, a.layout))
             for j, fb in enumerate(frag_b):
-                compute.append(FragmentMMA(claim_name("TM", names), frag_c[i][j], fa, fb,
-                                           frag_c[i][j], key))
+                no = wn * config.warp_n + 16 * j
+                origin = (Aff.const(kk), no) if b.layout == "row" else (no, Aff.const(kk))
+                nodes.append(FragmentLoad(claim_name("TB", names), fb, "b", key, b_tiles[stage],
+                                          origin, b.layout))
+            for i, fa in enumerate(frag_a):
+                for j, fb in enumerate(frag_b):
+                    nodes.append(FragmentMMA(claim_name("TM", names), frag_c[i][j], fa, fb,
+                                             frag_c[i][j], key))
+        return nodes
+
+    # Double buffering: while the MMAs read one stage, the copies of the next
+    # K tile fill the other (asynchronously with cp.async). K tiles past the
+    # end are zero-filled, so the pair loop needs no tail.
+    kp = Aff.var(kt)
     k_tiles = (k + (bk - 1)) // bk
-    k_loop = For(kt, (Aff.const(0),), (k_tiles,),
-                 (a_copy, b_copy, Barrier(), *compute, Barrier()))
+    k_loop = For(kt, (Aff.const(0),), ((k_tiles + 1) // 2,),
+                 (*copies(1, 2 * kp + 1), *compute(0), Barrier(),
+                  *copies(0, 2 * kp + 2), *compute(1), Barrier()))
+    prologue = (*copies(0, Aff.const(0)), Barrier())
     stores: list[Node] = []
     for i in range(fm):
         for j in range(fn):
@@ -206,7 +251,8 @@ def map_contraction(function: Function, contraction: Contraction, config: TileCo
     epilogue = For(e, (Aff.var(t),), (Aff.const(bm * bn),), (in_tile,), step=threads,
                    locals=band_locals)
     thread_loop = For(t, (Aff.const(0),), (Aff.const(threads),),
-                      (*fills, k_loop, *stores, Barrier(), epilogue), mapping="thread.x")
+                      (*fills, *prologue, k_loop, *stores, Barrier(), epilogue),
+                      mapping="thread.x")
     nest: Node = For(bx, (Aff.const(0),), ((n + (bn - 1)) // bn,), (thread_loop,),
                      mapping="block.x")
     nest = For(by, (Aff.const(0),), ((m + (bm - 1)) // bm,), (nest,), mapping="block.y")
@@ -220,10 +266,11 @@ def map_contraction(function: Function, contraction: Contraction, config: TileCo
 
 
 def map_tensor_cores(function: Function, target: Target, config: TileConfig | None,
-                     ctx: PassContext | None = None) -> Function:
+                     ctx: PassContext | None = None, f32: bool = True) -> Function:
     """``function`` with every top-level contraction nest with 16-bit inputs
-    mapped onto tensor cores (``config``, or :func:`choose_tiles` per nest);
-    the same object when there is none. Remarks (``gpu-tensorcore``) say why a
+    mapped onto tensor cores (``config``, or :func:`choose_tiles` per nest),
+    and with ``f32`` every f32 one onto CUDA-core register tiles
+    (``polyir.gpu.simt``); the same object when there is none. Remarks (``gpu-tensorcore``) say why a
     nest holding a reduction was left alone."""
     if target.sm < 80 and target.sm != 0:
         if ctx is not None:
@@ -246,22 +293,38 @@ def map_tensor_cores(function: Function, target: Target, config: TileConfig | No
                            f"not mapped to tensor cores: {why}")
             body.append(node)
             continue
-        if contraction.input_dtype not in MMA_KEYS:
+        where = f"function '{function.name}', loop '{node.var}'"
+        what = f"contraction {contraction.a.buffer} x {contraction.b.buffer} " \
+               f"({contraction.input_dtype})"
+        if contraction.input_dtype is DType.F32:
+            if not f32:
+                if ctx is not None:
+                    ctx.remark("gpu-tensorcore", where, f"{what} left to gpu-map (f32=false; "
+                               f"tensor cores would round f32 to tf32)")
+                body.append(node)
+                continue
+            from polyir.gpu.simt import choose_simt_tiles, map_contraction_simt
+            simt = choose_simt_tiles(target.sm_count, _constant(contraction.m),
+                                     _constant(contraction.n))
+            nest, buffers = map_contraction_simt(current, contraction, simt)
             if ctx is not None:
-                ctx.remark("gpu-tensorcore", f"function '{function.name}', loop '{node.var}'",
-                           f"{contraction.input_dtype} contraction left to gpu-map (tensor "
-                           f"cores take f16/bf16 here; tf32 would change f32 results)")
+                ctx.remark("gpu-tensorcore", where, f"{what} mapped to CUDA cores (no tf32: it "
+                           f"would change f32 results): tile {simt}", kind="applied")
+        elif contraction.input_dtype in MMA_KEYS:
+            chosen = config or choose_tiles(target, _constant(contraction.m),
+                                            _constant(contraction.n),
+                                            _constant(contraction.batch_extent)
+                                            if contraction.batch else 1)
+            nest, buffers = map_contraction(current, contraction, chosen)
+            if ctx is not None:
+                ctx.remark("gpu-tensorcore", where, f"{what} mapped: tile {chosen}",
+                           kind="applied")
+        else:
+            if ctx is not None:
+                ctx.remark("gpu-tensorcore", where, f"{what}: no tensor-core shape for "
+                           f"{contraction.input_dtype}")
             body.append(node)
             continue
-        chosen = config or choose_tiles(target, _constant(contraction.m),
-                                        _constant(contraction.n),
-                                        _constant(contraction.batch_extent)
-                                        if contraction.batch else 1)
-        nest, buffers = map_contraction(current, contraction, chosen)
-        if ctx is not None:
-            ctx.remark("gpu-tensorcore", f"function '{function.name}', loop '{node.var}'",
-                       f"contraction {contraction.a.buffer} x {contraction.b.buffer} "
-                       f"({contraction.input_dtype}) mapped: tile {chosen}", kind="applied")
         body.append(nest)
         added += buffers
         changed = True

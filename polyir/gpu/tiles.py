@@ -6,8 +6,8 @@ A small analytical model over a fixed candidate list (CUTLASS-like shapes,
 * **registers per thread**: ``WM*WN/32`` f32 accumulators + ``(WM/16)*4 +
   (WN/16)*4`` operand registers + about 40 for addresses and the epilogue;
   at most ``max_registers_per_thread`` (255) and at most 200 to stay clear of spills;
-* **shared memory per block**: the padded A and B stages and the f32 output
-  staging tile (:func:`shared_bytes`); within ``shared_memory_bytes``;
+* **shared memory per block**: two stages of padded A and B tiles and the f32
+  output staging tile (:func:`shared_bytes`); within ``shared_memory_bytes``;
 * **blocks per SM**: limited by shared memory, registers and threads;
 * **time**: ``ceil(tiles / SMs)`` (wave quantisation) times the cost of one
   tile, ``BM*BN + w*(BM+BN)`` (MMA work plus operand traffic, whose ratio is
@@ -69,12 +69,15 @@ class TileConfig:
         operands = (self.warp_m // 16) * 4 + (self.warp_n // 16) * 4
         return acc + operands + 40
 
-    def shared_bytes(self, element_bytes: int = 2) -> int:
-        """Shared memory per block: padded A and B tiles and the f32 C tile."""
-        a = self.bm * (self.bk + PAD_HALVES) * element_bytes
-        b = self.bk * (self.bn + PAD_HALVES) * element_bytes
+    def shared_bytes(self, element_bytes: int = 2, stages: int = 2) -> int:
+        """Shared memory per block: ``stages`` padded A and B tiles (the
+        operands' layouts may transpose a tile; the larger padding counts) and
+        the f32 C staging tile."""
+        pad = PAD_HALVES
+        a = max(self.bm * (self.bk + pad), self.bk * (self.bm + pad)) * element_bytes
+        b = max(self.bk * (self.bn + pad), self.bn * (self.bk + pad)) * element_bytes
         c = self.bm * (self.bn + PAD_F32) * 4
-        return a + b + c
+        return stages * (a + b) + c
 
     def __str__(self) -> str:
         return f"{self.bm}x{self.bn}x{self.bk} warps {self.warps_m}x{self.warps_n}"

@@ -42,7 +42,7 @@ from polyir.ir.nodes import (
 from polyir.ir.types import DType, MemorySpace
 from polyir.llvm.hooks import F32, I8, I16, I32, I64, LoweringHooks, where
 from polyir.llvm.lower import byte_size
-from polyir.ptx import mathlib, mma_sync, wmma
+from polyir.ptx import cpasync, mathlib, mma_sync, wmma
 
 if TYPE_CHECKING:
     from polyir.llvm.lower import FunctionLowerer
@@ -163,8 +163,16 @@ class NvptxHooks(LoweringHooks):
         lowerer.lower_body(loop.body)
         lowerer.unbind(loop.var, previous)
 
+    def lower_parallel_loop(self, lowerer: FunctionLowerer, loop: For) -> None:
+        if self.sm >= 80 and id(loop) in cpasync.async_copy_loops(lowerer.function):
+            cpasync.lower_async_copy(lowerer, loop)
+        else:
+            lowerer.lower_serial_loop(loop)
+
     def lower_barrier(self, lowerer: FunctionLowerer, node: Barrier) -> None:
         b = lowerer.builder
+        if self.sm >= 80 and cpasync.async_copy_loops(lowerer.function):
+            cpasync.wait_all(lowerer)  # async tile copies land before anyone reads them
         if llvm.llvm_version_info >= (20, 0, 0):
             fn = lowerer.intrinsic("llvm.nvvm.barrier.cta.sync.aligned.all", ir.VoidType(), [I32])
             b.call(fn, [ir.Constant(I32, 0)])

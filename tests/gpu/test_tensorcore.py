@@ -230,8 +230,48 @@ def test_default_cuda_pipeline_maps_a_matmul_to_mma_sync(sm) -> None:
     assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
     assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in ptx  # row-major B
     assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx
+    assert "cp.async.cg.shared.global" in ptx and "cp.async.wait_all" in ptx
     assert "wmma" not in ptx
     assemble(ptx, (f"sm_{sm}",))
+
+
+ASYNC_COPY = """
+func main(Y: f16[32, 8], G: f16[32, 8]) {
+  launch k grid(1, 1, 1) block(32, 1, 1) (Y, G)
+}
+
+kernel k(Y: f16[32, 8], G: f16[32, 8]) {
+  local S: f16[32, 8] @shared
+  for bx = 0 to 1 gpu=block.x {
+    for t = 0 to 32 gpu=thread.x {
+      for v = 0 to 8 parallel vectorize=8 {
+        S0: S[t, v] = G[t, v]
+      }
+      READ
+      barrier
+      S2: Y[t, 0] = S[31 - t, 0]
+    }
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("read,asynchronous", [("", True), ("S1: Y[t, 1] = S[t, 1]", False),
+                                               ("S1: Y[t, 1] = G[t, 1]", True)])
+def test_cp_async_only_where_the_thread_does_not_read_before_a_barrier(read, asynchronous) -> None:
+    from polyir.driver import build
+    from polyir.ptx.cpasync import async_copy_loops
+
+    module = parse(ASYNC_COPY.replace("READ", read))
+    kernel = next(f for f in module.functions if f.kind == "kernel")
+    assert bool(async_copy_loops(kernel)) is asynchronous
+    exe = build(module, "cuda:sm_80")
+    assert ("cp.async.cg.shared.global" in exe.ptx) is asynchronous
+    assemble(exe.ptx, ("sm_80",))
+    g = np.arange(256, dtype=np.float16).reshape(32, 8)
+    y = np.zeros((32, 8), np.float16)
+    interpret(module, y, g, detect_races=True)
+    np.testing.assert_array_equal(y[:, 0], g[::-1, 0])
 
 
 @pytest.mark.parametrize("config,dtype", [(c, ("f16", "bf16")[i % 2]) for i, c in enumerate(CANDIDATES)],
@@ -288,14 +328,38 @@ func f(C: f32[M, N], A: f16[M, K], B: f16[K, N]) {
             find_contraction(function, function.body[0])
 
 
+def _f32_matmul_ir(a_layout: str = "row", b_layout: str = "row", batch: bool = False) -> str:
+    return _matmul_ir("f32", a_layout, b_layout, batch).replace("cast<f32>(", "(")
+
+
+@pytest.mark.parametrize("a_layout,b_layout,batch", [("row", "row", False), ("col", "col", True),
+                                                     ("row", "col", False)])
+def test_f32_contraction_on_cuda_core_register_tiles(a_layout, b_layout, batch) -> None:
+    module = transform(parse(_f32_matmul_ir(a_layout, b_layout, batch)), "mark-parallel")
+    ctx = PassContext(cuda(80))
+    mapped = transform(module, "gpu-tensorcore,gpu-map", ctx=ctx)
+    (remark,) = ctx.remarks_of("gpu-tensorcore")
+    assert "mapped to CUDA cores" in remark.why and remark.kind == "applied"
+    rng = np.random.default_rng(5)
+    m, n, k, nb = 37, 45, 20, 2
+    lead = (nb,) if batch else ()
+    a = rng.integers(-3, 4, lead + ((m, k) if a_layout == "row" else (k, m))).astype(np.float32)
+    b = rng.integers(-3, 4, lead + ((k, n) if b_layout == "row" else (n, k))).astype(np.float32)
+    c = rng.integers(-3, 4, lead + (m, n)).astype(np.float32)
+    _check_equivalent(module, mapped, [c, a, b])
+    exe = compile_ir(module, cuda(80))
+    assemble(exe.ptx, ("sm_80",))
+    (usage,) = resource_usage(exe.ptx, "sm_80").values()
+    assert usage["stack"] == 0 and usage["spill_stores"] == 0, usage  # the tile is in registers
+
+
 def test_f32_and_refused_nests_are_left_to_gpu_map_with_a_remark() -> None:
-    text = _matmul_ir("f16").replace("f16", "f32").replace("cast<f32>(", "(")
-    module = transform(parse(text), "mark-parallel")
+    module = transform(parse(_f32_matmul_ir()), "mark-parallel")
     ctx = PassContext(cuda(90))
-    out = transform(module, "gpu-tensorcore", ctx=ctx)
+    out = transform(module, "gpu-tensorcore{f32=false}", ctx=ctx)
     assert out == module
     (remark,) = ctx.remarks_of("gpu-tensorcore")
-    assert "f32 contraction left to gpu-map" in remark.why
+    assert "left to gpu-map (f32=false" in remark.why
     row_dot = """
 func f(C: f32[M, N], A: f16[M, K], B: f16[M, K]) {
   for i = 0 to M { for j = 0 to N { for r = 0 to K {
@@ -335,11 +399,14 @@ def test_mapped_loops_are_block_thread_and_fragment_levels() -> None:
     mappings = [n.mapping for n in walk_nodes((nest,)) if isinstance(n, For) and n.mapping]
     assert mappings == ["block.y", "block.x", "thread.x"]
     loads = [n for n in walk_nodes((nest,)) if isinstance(n, FragmentLoad)]
-    # 2 k16 steps x (2 a + 2 b fragments) per warp tile of 32x32
-    assert len(loads) == 8
+    # 2 stages x 2 k16 steps x (2 a + 2 b fragments) per warp tile of 32x32
+    assert len(loads) == 16
+    assert {n.buffer for n in loads} == {"tc_As0", "tc_As1", "tc_Bs0", "tc_Bs1"}
     assert {mapped.entry.buffers[n.buffer].space.value for n in loads} == {"shared"}
     shared = {b.name: b for b in mapped.entry.locals if b.space.value == "shared"}
-    assert [d.constant for d in shared["tc_As"].shape] == [64, 40]  # 32 + 8 halves of padding
+    assert [d.constant for d in shared["tc_As0"].shape] == [64, 40]  # 32 + 8 halves of padding
+    vector = [n for n in walk_nodes((nest,)) if isinstance(n, For) and n.vectorize == 8]
+    assert vector and all(n.parallel for n in vector)  # 16-byte chunk copies
 
 
 # ------------------------------------------------------------ on a real GPU
@@ -387,3 +454,16 @@ def test_linear_epilogue_on_the_gpu() -> None:
     interpret(parse(LINEAR_RELU_RESIDUAL), *expected)
     mapped_exe(*arrays)
     np.testing.assert_array_equal(arrays[3], expected[3])
+
+
+@pytest.mark.gpu
+def test_f32_register_tiles_on_the_gpu() -> None:
+    exe = compile_ir(parse(_f32_matmul_ir("row", "col")), cuda(_gpu_sm()))
+    rng = np.random.default_rng(6)
+    m, n, k = 300, 200, 136
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k)).astype(np.float32)
+    c = rng.standard_normal((m, n)).astype(np.float32)
+    expected = c + a.astype(np.float64) @ b.T.astype(np.float64)
+    exe(c, a, b)
+    np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-4)
