@@ -24,6 +24,7 @@ directly. Like the tensor-core path, each output's f32 sum is reassociated
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from polyir.errors import CompileError
@@ -113,7 +114,7 @@ def map_contraction_simt(function: Function, contraction: Contraction, config: S
     ty, tx = Aff.var(t) // across, Aff.var(t) % across
     step_m, step_n = bm // tm, bn // tn
 
-    def tile_loops(body_of: "callable[[Aff, Aff], tuple[Node, ...]]", prefix: str,
+    def tile_loops(body_of: Callable[[Aff, Aff], tuple[Node, ...]], prefix: str,
                    locals_: tuple[Buffer, ...] = ()) -> For:
         ia, ib = claim_name(f"{prefix}a", names), claim_name(f"{prefix}b", names)
         inner = For(ib, (Aff.const(0),), (Aff.const(tn),), body_of(Aff.var(ia), Aff.var(ib)),

@@ -31,6 +31,7 @@ def assemble(ptx: str, archs: tuple[str, ...] = ARCHS) -> None:
 def resource_usage(ptx: str, arch: str = "sm_90") -> dict[str, dict[str, int]]:
     """``ptxas -v`` figures per kernel: registers, shared bytes, spill stores and
     loads, stack frame bytes. Skips where ptxas is not installed."""
+    assert ".extern .func llvm." not in ptx, "PTX calls an intrinsic LLVM did not select"
     if PTXAS is None:
         pytest.skip("ptxas not found: PTX was emitted but not assembled")
     import re
