@@ -462,3 +462,13 @@ def test_f32_register_tiles_on_the_gpu() -> None:
     expected = c + a.astype(np.float64) @ b.T.astype(np.float64)
     exe(c, a, b)
     np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("m,n,k", [(0, 5, 7), (5, 6, 0), (1, 1, 1)])
+def test_zero_and_tiny_sizes(m, n, k) -> None:
+    module = transform(parse(_matmul_ir("f16")), "mark-parallel")
+    mapped = transform(module, f"{TILE},gpu-map", target="cuda:sm_80")
+    rng = np.random.default_rng(8)
+    arrays = [rng.integers(-3, 4, (m, n)).astype(np.float32),
+              _small_ints((m, k), rng, "f16"), _small_ints((k, n), rng, "f16")]
+    _check_equivalent(module, mapped, arrays, ("shuffle",))
