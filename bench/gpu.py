@@ -97,30 +97,24 @@ def gpu_bench_rows(quick: bool) -> list[dict[str, Any]]:
     import torch
 
     sm = 90 if int(cp.cuda.Device().compute_capability) >= 90 else 80
-    cases: list[tuple[str, Callable[[], dict[str, Any]]]] = []
-    if hasattr(gpu_bench, "bench_elementwise"):
-        n = 2048 if quick else 8192
-        cases.append(("elementwise", functools.partial(gpu_bench.bench_elementwise, cp, torch, sm, n, 20)))
-    if hasattr(gpu_bench, "bench_matmul"):
-        for size in [1024] if quick else [1024, 4096]:
-            reps = 20 if size <= 1024 else 5
-            for fragments in (True, False):
-                label = f"matmul_{'fragments' if fragments else 'scalar'}"
-                cases.append((label, functools.partial(gpu_bench.bench_matmul, cp, torch, sm, size,
-                                                       fragments, reps)))
+    cases: list[tuple[str, Callable[[], Any]]] = gpu_bench.cases(cp, torch, sm, quick)
     rows = []
     for label, case in cases:
         try:
-            result = case()
+            results = case()
         except Exception as error:  # one failing case must not hide the others
             rows.append({"name": label, "note": f"failed: {type(error).__name__}: {str(error)[:160]}"})
             continue
-        shape = "x".join(map(str, result.get("shape", [])))
-        row = _row(result.get("case", label), shape, "", result["polyir_ms"] / 1e3,
-                   result.get("baseline", "torch eager"), result["torch_ms"] / 1e3)
-        row["compile_s"] = result.get("compile_s")
-        row["max_rel_error"] = result.get("max_rel_error")
-        rows.append(row)
+        for result in results if isinstance(results, list) else [results]:
+            if "polyir_ms" not in result:
+                rows.append({"name": label, "note": str(result.get("error"))[:200]})
+                continue
+            shape = "x".join(map(str, result.get("shape", [])))
+            row = _row(result.get("case", label), shape, "", result["polyir_ms"] / 1e3,
+                       result.get("peer", "torch eager"), result["peer_ms"] / 1e3)
+            row["compile_s"] = result.get("compile_s")
+            row["max_rel_error"] = result.get("max_rel_error")
+            rows.append(row)
     return rows
 
 

@@ -1,19 +1,28 @@
-"""Small GPU benchmark: polyir-generated kernels against torch on the same GPU.
+"""GPU benchmark: polyir kernels against torch (cuBLAS, eager, Inductor) on the same GPU.
 
-    python bench/gpu_bench.py --out results.json [--quick]
+    python bench/gpu_bench.py --out results.json [--quick] [--no-models]
 
-Cases (each checked against torch before it is timed):
+Cases (each checked against torch before it is timed; a failing case is
+recorded with its error and the others go on):
 
-* ``elementwise``: ``Y = tanh(2X + b) * sigmoid(X) + exp(-X*X)`` on f32
-  (polyir flat mapping vs torch eager, which runs several kernels);
-* ``matmul_fragments``: ``C = A @ B`` with f16 inputs, f32 accumulation, on
-  tensor cores (wmma, one 16x16 tile per warp, 8 warps per block) vs torch
-  f16 ``mm`` (cuBLAS);
-* ``matmul_scalar``: the same product without fragments: shared-memory 32x32
-  tiles mapped by ``gpu-map`` (CUDA cores) vs torch f32 ``mm`` (TF32 off).
+* ``matmul``: ``C = A @ B`` in f16 and bf16 (f32 accumulation, 16-bit
+  output), 1024^3 to 8192^3 (``--quick``: 1024^3, 2048^3), compiled by the
+  default CUDA pipeline (``gpu-tensorcore``: shared-memory tiles,
+  ``ldmatrix`` + ``mma.sync``) against ``torch.matmul`` (cuBLAS);
+* ``matmul_f32``: the same in f32 at 2048^3 (CUDA-core register tiles,
+  ``polyir.gpu.simt``) against ``torch.matmul`` with TF32 off;
+* ``linear_relu``: ``relu(X @ W^T + b)`` in f16 (the epilogue fused into the
+  tensor-core kernel) against torch eager (cuBLAS + a separate kernel) and
+  ``torch.compile`` (Inductor);
+* ``elementwise``: ``tanh(2X + b) * sigmoid(X) + exp(-X*X)`` in f32 against
+  torch eager;
+* ``models`` (unless ``--no-models``): ``bench.gpu.model_rows`` -- the
+  benchmark models at batch 1 with ``target="cuda"`` against torch eager and
+  Inductor on the GPU (polyir's times there include host-GPU copies).
 
-Times are medians of CUDA-event timings after a warm-up; compile time is
-reported separately. Writes one JSON file.
+Times are medians of CUDA-event timings after a warm-up, in milliseconds;
+``ratio_vs_peer`` is peer time / polyir time (above 1: polyir faster). The
+compile time (IR to PTX) is reported separately. Writes one JSON file.
 """
 from __future__ import annotations
 
@@ -24,76 +33,149 @@ import platform
 import statistics
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from polyir.driver import compile_ir  # noqa: E402
 from polyir.ir.parser import parse  # noqa: E402
-from polyir.ptx.build import build_cuda  # noqa: E402
 from polyir.target import cuda  # noqa: E402
-from tests.gpu.kernels import wmma_matmul_kernel  # noqa: E402
 
 ELEMENTWISE = """
 func chain(Y: f32[N, M], X: f32[N, M], b: f32[M]) {
-  for i = 0 to N parallel {
-    for j = 0 to M parallel {
+  for i = 0 to N {
+    for j = 0 to M {
       S0: Y[i, j] = tanh(X[i, j] * 2.0 + b[j]) * sigmoid(X[i, j]) + exp(-X[i, j] * X[i, j])
     }
   }
 }
 """
 
-SCALAR_MATMUL = """
-func matmul(C: f32[N, M], A: f16[N, K], B: f16[K, M]) {
-  local At: f16[32, 32]
-  local Bt: f16[32, 32]
-  for ii = 0 to N step 32 parallel {
-    for jj = 0 to M step 32 parallel {
-      for kk = 0 to K step 32 {
-        for i = ii to min(N, ii + 32) parallel {
-          for k = kk to min(K, kk + 32) parallel {
-            S0: At[i - ii, k - kk] = A[i, k]
-          }
-        }
-        for k_1 = kk to min(K, kk + 32) parallel {
-          for j = jj to min(M, jj + 32) parallel {
-            S1: Bt[k_1 - kk, j - jj] = B[k_1, j]
-          }
-        }
-        for i_1 = ii to min(N, ii + 32) parallel {
-          for j_1 = jj to min(M, jj + 32) parallel {
-            for k_2 = kk to min(K, kk + 32) {
-              S2: C[i_1, j_1] = C[i_1, j_1] + cast<f32>(At[i_1 - ii, k_2 - kk]) * cast<f32>(Bt[k_2 - kk, j_1 - jj])
-            }
-          }
-        }
+
+def matmul_ir(dtype: str) -> str:
+    """``C = A @ B`` with 16-bit ``dtype`` inputs and output, f32 accumulation,
+    in the shape the ATen lowering gives ``torch.matmul``."""
+    return f"""
+func mm(C: {dtype}[M, N], A: {dtype}[M, K], B: {dtype}[K, N]) {{
+  for i = 0 to M {{
+    for j = 0 to N {{
+      local acc: f32[]
+      S0: acc[] = 0.0
+      for r = 0 to K {{
+        S1: acc[] = acc[] + cast<f32>(A[i, r]) * cast<f32>(B[r, j])
+      }}
+      S2: C[i, j] = cast<{dtype}>(acc[])
+    }}
+  }}
+}}
+"""
+
+
+LINEAR_RELU = """
+func linear(Y: f16[M, N], X: f16[M, K], W: f16[N, K], b: f16[N]) {
+  for i = 0 to M {
+    for j = 0 to N {
+      local acc: f32[]
+      S0: acc[] = cast<f32>(b[j])
+      for r = 0 to K {
+        S1: acc[] = acc[] + cast<f32>(X[i, r]) * cast<f32>(W[j, r])
       }
+      S2: Y[i, j] = cast<f16>(max(acc[], 0.0))
     }
   }
 }
 """
 
 
-def timed(cp: Any, fn: Callable[[], None], reps: int) -> float:
+def timed(cp: Any, fn: Callable[[], Any], reps: int) -> float:
     """Median milliseconds of ``fn`` over ``reps`` runs (after one warm-up)."""
     fn()
     cp.cuda.get_current_stream().synchronize()
+    import torch
+    torch.cuda.synchronize()
     samples = []
     for _ in range(reps):
-        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn()
         stop.record()
         stop.synchronize()
-        samples.append(cp.cuda.get_elapsed_time(start, stop))
+        samples.append(start.elapsed_time(stop))
     return statistics.median(samples)
 
 
-def compile_timed(text: str, sm: int, pipeline: str | None = None) -> tuple[Any, float]:
+def compile_timed(text: str, sm: int) -> tuple[Any, float]:
+    """The executable of ``text`` for ``sm_<sm>`` (default CUDA pipeline) and seconds spent."""
     begin = time.perf_counter()
-    exe = build_cuda(parse(text), cuda(sm), pipeline=pipeline)
+    exe = compile_ir(parse(text), cuda(sm))
     return exe, time.perf_counter() - begin
+
+
+def _kernel_facts(exe: Any) -> dict[str, Any]:
+    launches = [n for n in exe.ir.entry.body if hasattr(n, "kernel")]
+    return {"launches": [{"kernel": n.kernel, "block": list(n.block),
+                          "shared_bytes": n.shared_bytes} for n in launches],
+            "mma_sync": "mma.sync.aligned.m16n8k16" in exe.ptx,
+            "ldmatrix": "ldmatrix.sync.aligned" in exe.ptx}
+
+
+def _rel_error(got: Any, want: Any) -> float:
+    return float((got.float() - want.float()).abs().max() / want.float().abs().max().clamp(min=1e-6))
+
+
+def bench_matmul(cp: Any, torch: Any, sm: int, size: int, dtype: str, reps: int) -> dict[str, Any]:
+    text = matmul_ir(dtype)
+    if dtype == "f32":
+        text = text.replace("cast<f32>(", "(")
+        torch.backends.cuda.matmul.allow_tf32 = False  # the peer computes in f32 too
+    exe, compile_s = compile_timed(text, sm)
+    tdtype = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[dtype]
+    gen = torch.Generator(device="cuda").manual_seed(size)
+    a = torch.randn(size, size, device="cuda", dtype=tdtype, generator=gen)
+    b = torch.randn(size, size, device="cuda", dtype=tdtype, generator=gen)
+    c = torch.empty(size, size, device="cuda", dtype=tdtype)
+    exe(c, a, b)
+    reference = torch.matmul(a, b)
+    error = _rel_error(c, reference)
+    polyir_ms = timed(cp, lambda: exe(c, a, b), reps)
+    torch_ms = timed(cp, lambda: torch.matmul(a, b), reps)
+    flops = 2 * size ** 3
+    return {"case": f"matmul_{dtype}", "shape": [size] * 3, "compile_s": compile_s,
+            "polyir_ms": polyir_ms, "peer": "torch.matmul (cuBLAS)", "peer_ms": torch_ms,
+            "polyir_tflops": flops / polyir_ms / 1e9, "peer_tflops": flops / torch_ms / 1e9,
+            "max_rel_error": error, "ok": error < (1e-4 if dtype == "f32" else 2e-2),
+            **_kernel_facts(exe)}
+
+
+def bench_linear(cp: Any, torch: Any, sm: int, m: int, n: int, k: int, reps: int
+                 ) -> list[dict[str, Any]]:
+    exe, compile_s = compile_timed(LINEAR_RELU, sm)
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    x = torch.randn(m, k, device="cuda", dtype=torch.float16, generator=gen)
+    w = torch.randn(n, k, device="cuda", dtype=torch.float16, generator=gen) / k ** 0.5
+    bias = torch.randn(n, device="cuda", dtype=torch.float16, generator=gen)
+    y = torch.empty(m, n, device="cuda", dtype=torch.float16)
+
+    def eager() -> Any:
+        return torch.relu(torch.nn.functional.linear(x, w, bias))
+
+    exe(y, x, w, bias)
+    error = _rel_error(y, eager())
+    polyir_ms = timed(cp, lambda: exe(y, x, w, bias), reps)
+    rows = [{"case": "linear_relu", "shape": [m, n, k], "compile_s": compile_s,
+             "polyir_ms": polyir_ms, "peer": "torch eager", "peer_ms": timed(cp, eager, reps),
+             "max_rel_error": error, "ok": error < 2e-2, **_kernel_facts(exe)}]
+    try:
+        inductor = torch.compile(eager)
+        inductor()
+        rows.append({**rows[0], "peer": "torch.compile (Inductor)",
+                     "peer_ms": timed(cp, inductor, reps)})
+    except Exception as error:
+        rows.append({"case": "linear_relu", "peer": "torch.compile (Inductor)",
+                     "error": f"{type(error).__name__}: {error}"})
+    return rows
 
 
 def bench_elementwise(cp: Any, torch: Any, sm: int, n: int, reps: int) -> dict[str, Any]:
@@ -109,73 +191,81 @@ def bench_elementwise(cp: Any, torch: Any, sm: int, n: int, reps: int) -> dict[s
     expected = eager()
     error = float(((y - expected).abs() / (expected.abs() + 1e-6)).max())
     return {"case": "elementwise", "shape": [n, n], "compile_s": compile_s,
-            "polyir_ms": timed(cp, lambda: exe(y, x, b), reps),
-            "torch_ms": timed(cp, lambda: eager(), reps), "max_rel_error": error}
+            "polyir_ms": timed(cp, lambda: exe(y, x, b), reps), "peer": "torch eager",
+            "peer_ms": timed(cp, eager, reps), "max_rel_error": error, "ok": error < 1e-3}
 
 
-def bench_matmul(cp: Any, torch: Any, sm: int, size: int, fragments: bool, reps: int) -> dict[str, Any]:
-    text = wmma_matmul_kernel("m16n16k16.f16.f32", warps=(4, 2)) if fragments else SCALAR_MATMUL
-    exe, compile_s = compile_timed(text, sm)
-    a = torch.randn(size, size, device="cuda", dtype=torch.float16)
-    b = torch.randn(size, size, device="cuda", dtype=torch.float16)
-    c = torch.zeros(size, size, device="cuda", dtype=torch.float32)
-    exe(c, a, b)
-    reference = a.float() @ b.float()
-    error = float((c - reference).abs().max() / reference.abs().max())
-
-    def run() -> None:
-        c.zero_()
-        exe(c, a, b)
-
-    if fragments:
-        torch_ms = timed(cp, lambda: torch.mm(a, b), reps)
-        baseline = "torch.mm f16 (cuBLAS, tensor cores)"
-    else:
-        af, bf = a.float(), b.float()
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch_ms = timed(cp, lambda: torch.mm(af, bf), reps)
-        baseline = "torch.mm f32 (cuBLAS, TF32 off)"
-    polyir_ms = timed(cp, run, reps)
-    return {"case": "matmul_fragments" if fragments else "matmul_scalar", "shape": [size] * 3,
-            "compile_s": compile_s, "polyir_ms": polyir_ms, "torch_ms": torch_ms,
-            "baseline": baseline, "polyir_tflops": 2 * size ** 3 / polyir_ms / 1e9,
-            "torch_tflops": 2 * size ** 3 / torch_ms / 1e9, "max_rel_error": error}
+def cases(cp: Any, torch: Any, sm: int, quick: bool) -> list[tuple[str, Callable[[], Any]]]:
+    """The (label, thunk) pairs of the kernel cases; a thunk returns a row or rows."""
+    found: list[tuple[str, Callable[[], Any]]] = []
+    sizes = [1024, 2048] if quick else [1024, 2048, 4096, 8192]
+    for dtype in ("f16", "bf16"):
+        for size in sizes:
+            reps = 20 if size <= 2048 else 10 if size <= 4096 else 5
+            found.append((f"matmul_{dtype} {size}",
+                          lambda s=size, d=dtype, r=reps: bench_matmul(cp, torch, sm, s, d, r)))
+    found.append(("matmul_f32 2048", lambda: bench_matmul(cp, torch, sm, 2048, "f32", 10)))
+    m = 256 if quick else 2048
+    found.append(("linear_relu", lambda: bench_linear(cp, torch, sm, m, 4096, 4096, 10)))
+    found.append(("elementwise", lambda: bench_elementwise(cp, torch, sm, 2048 if quick else 8192, 20)))
+    return found
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--out", required=True, help="JSON file to write")
     parser.add_argument("--quick", action="store_true", help="small sizes only")
+    parser.add_argument("--no-models", action="store_true", help="skip the model rows")
     options = parser.parse_args()
-    import cupy as cp
-    import torch
-    sm = int(cp.cuda.Device().compute_capability)
-    sm = 90 if sm >= 90 else 80
+    try:
+        import cupy as cp
+        import torch
+        if not torch.cuda.is_available() or cp.cuda.runtime.getDeviceCount() < 1:
+            raise RuntimeError("torch or CuPy sees no CUDA device")
+    except Exception as error:
+        with open(options.out, "w") as handle:
+            json.dump({"results": [], "errors": [{"case": "setup", "error":
+                                                  f"no usable GPU: {type(error).__name__}: {error}"}]},
+                      handle, indent=2)
+        print(f"no usable GPU: {error}", flush=True)
+        return 1
+    sm = 90 if int(cp.cuda.Device().compute_capability) >= 90 else 80
     props = cp.cuda.runtime.getDeviceProperties(0)
+    name = props["name"]
     report: dict[str, Any] = {
-        "gpu": props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"]),
+        "gpu": name.decode() if isinstance(name, bytes) else str(name),
         "target": f"sm_{sm}", "python": platform.python_version(), "cupy": cp.__version__,
         "torch": torch.__version__, "results": [], "errors": [],
     }
-    sizes = [1024] if options.quick else [1024, 4096]
-    cases: list[tuple[str, Callable[[], dict[str, Any]]]] = [
-        ("elementwise", lambda: bench_elementwise(cp, torch, sm, 2048 if options.quick else 8192, 20))]
-    for size in sizes:
-        reps = 20 if size <= 1024 else 5
-        cases.append((f"matmul_fragments {size}", lambda s=size, r=reps: bench_matmul(cp, torch, sm, s, True, r)))
-        cases.append((f"matmul_scalar {size}", lambda s=size, r=reps: bench_matmul(cp, torch, sm, s, False, r)))
-    for name, case in cases:
+
+    def save() -> None:  # after every case: a later crash or timeout keeps what ran
+        with open(options.out, "w") as handle:
+            json.dump(report, handle, indent=2)
+
+    work = cases(cp, torch, sm, options.quick)
+    if not options.no_models:
+        def models() -> list[dict[str, Any]]:
+            from bench.gpu import model_rows
+            return model_rows(quick=True)
+        work.append(("models", models))
+    for label, case in work:
+        begin = time.perf_counter()
         try:
             result = case()
-            result["speedup_vs_torch"] = result["torch_ms"] / result["polyir_ms"]
-            report["results"].append(result)
-            print(json.dumps(result), flush=True)
+            rows = result if isinstance(result, list) else [result]
+            for row in rows:
+                if "polyir_ms" in row and "peer_ms" in row:
+                    row["ratio_vs_peer"] = row["peer_ms"] / row["polyir_ms"]
+                row.setdefault("wall_s", time.perf_counter() - begin)
+                report["results"].append(row)
+                print(json.dumps(row), flush=True)
         except Exception as error:  # keep going: one failing case must not hide the others
-            report["errors"].append({"case": name, "error": f"{type(error).__name__}: {error}"})
-            print(f"{name}: FAILED {type(error).__name__}: {error}", flush=True)
-    with open(options.out, "w") as handle:
-        json.dump(report, handle, indent=2)
-    return 1 if report["errors"] else 0
+            report["errors"].append({"case": label, "error": f"{type(error).__name__}: {error}",
+                                     "traceback": traceback.format_exc()[-2000:]})
+            print(f"{label}: FAILED {type(error).__name__}: {error}", flush=True)
+        save()
+    save()
+    return 1 if report["errors"] or any(r.get("ok") is False for r in report["results"]) else 0
 
 
 if __name__ == "__main__":

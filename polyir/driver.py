@@ -30,7 +30,7 @@ LOGGER = logging.getLogger("polyir.driver")
 _PIPELINES = {
     "cpu": "fuse,online-reductions,shrink-buffers,distribute,auto-tile",
     "interpret": "fuse,online-reductions,shrink-buffers",
-    "cuda": "fuse,shrink-buffers,mark-parallel,gpu-map",
+    "cuda": "fuse,shrink-buffers,mark-parallel,gpu-tensorcore,gpu-map",
 }
 
 
@@ -43,8 +43,9 @@ def default_pipeline(target: Target | str | None = None) -> str:
     and attention in one traversal over key tiles); CPU adds
     ``distribute,auto-tile`` (perfect bands, then tiling, packing and register
     tiles from the Target's cache and register facts; exact: no sum changes
-    order); CUDA adds ``mark-parallel,gpu-map`` (parallel loops become grids
-    and blocks).
+    order); CUDA adds ``mark-parallel,gpu-tensorcore,gpu-map`` (16-bit
+    contractions go to tensor cores, other parallel loops become grids and
+    blocks).
     """
     return _PIPELINES[resolve(target).kind]
 

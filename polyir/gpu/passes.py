@@ -7,7 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from polyir.context import PassContext
+from polyir.errors import CompileError
 from polyir.gpu.mapping import MapOptions, map_module
+from polyir.gpu.tensorcore import map_tensor_cores
+from polyir.gpu.tiles import TileConfig
 from polyir.ir.nodes import Module
 from polyir.passes import register_pass
 from polyir.target import cuda
@@ -43,3 +46,54 @@ class GpuMap:
         target = ctx.target if ctx.target.kind == "cuda" else cuda(90)
         return map_module(module, MapOptions(self.block_sizes, self.shared, self.max_grid_dims, target),
                           report=lambda where, why: _remark(ctx, where, why))
+
+
+@register_pass("gpu-tensorcore")
+@dataclass(frozen=True)
+class GpuTensorCore:
+    """Map contractions (matmul, batched matmul, linear layers, after fusion)
+    with f16/bf16 inputs and f32 accumulation onto tensor cores: block tile
+    staged in shared memory, warp tiles of 16x16 fragments (``ldmatrix`` +
+    ``mma.sync`` on sm_80+), the fused epilogue once per output element
+    (``polyir.gpu.tensorcore``). Nests that are no such contraction are left
+    for ``gpu-map``, with a remark saying why when they hold a reduction.
+
+    f32 contractions go to CUDA-core register tiles staged in shared memory
+    (``polyir.gpu.simt``; tensor cores would round them to tf32) unless
+    ``f32=false``.
+
+    ``tile``: ``BM,BN,BK`` (empty: chosen by ``polyir.gpu.tiles.choose_tiles``
+    from the target); ``warps``: ``WM,WN`` warps per block (with ``tile``).
+    """
+
+    tile: tuple[int, ...] = ()
+    warps: tuple[int, ...] = ()
+    f32: bool = True
+
+    def __post_init__(self) -> None:
+        if self.tile or self.warps:
+            try:
+                self.config()
+            except CompileError as error:
+                raise ValueError(str(error)) from None
+
+    def config(self) -> TileConfig | None:
+        """The fixed tile configuration, or None to choose per nest."""
+        if not self.tile and not self.warps:
+            return None
+        if len(self.tile) != 3 or len(self.warps) != 2:
+            raise ValueError("gpu-tensorcore: tile needs BM,BN,BK and warps WM,WN (both or neither)")
+        return TileConfig(*self.tile, *self.warps)
+
+    def run(self, module: Module, ctx: PassContext) -> Module:
+        """Rewrite the contraction nests of every host function (sm_90 facts when
+        the pipeline does not compile for a GPU); the same module when none."""
+        target = ctx.target if ctx.target.kind == "cuda" else cuda(90)
+        changed = False
+        functions = []
+        for function in module.functions:
+            new = map_tensor_cores(function, target, self.config(), ctx, self.f32) \
+                if function.kind == "host" else function
+            changed |= new is not function
+            functions.append(new)
+        return Module(tuple(functions)) if changed else module

@@ -9,6 +9,7 @@ calling the executable does (``polyir.ptx.runtime``).
 """
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,7 +65,7 @@ def lower_kernels(module: Module, sm: int) -> tuple[str, dict[str, LoweredFuncti
     names = [f.name for f in module.functions if f.kind == "kernel"]
     if not names:
         raise CompileError("module has no kernel to compile for CUDA")
-    llvm_module, lowered = lower_module(module, NvptxHooks(launches), names=names)
+    llvm_module, lowered = lower_module(module, NvptxHooks(launches, sm), names=names)
     machine = target_machine(sm)
     llvm_module.triple = TRIPLE
     llvm_module.data_layout = str(machine.target_data)
@@ -78,10 +79,17 @@ def lower_kernels(module: Module, sm: int) -> tuple[str, dict[str, LoweredFuncti
 
 
 def emit_ptx(llvm_ir: str, sm: int) -> str:
-    """PTX assembly of NVPTX LLVM IR text."""
+    """PTX assembly of NVPTX LLVM IR text. Raises ``CompileError`` when the PTX
+    declares an external ``llvm.*`` function: an intrinsic LLVM does not know
+    (a misspelled name passes its verifier) would only fail when loaded."""
     ref = llvm.parse_assembly(llvm_ir)
     ref.verify()
-    return target_machine(sm).emit_assembly(ref)
+    ptx = target_machine(sm).emit_assembly(ref)
+    unknown = sorted(set(re.findall(r"\.extern \.func[^;]*?\b(llvm\.[\w.]+)", ptx)))
+    if unknown:
+        raise CompileError(f"PTX for sm_{sm} calls unknown intrinsics {', '.join(unknown)} "
+                           f"(not selected by LLVM's NVPTX backend)")
+    return ptx
 
 
 @dataclass

@@ -15,7 +15,7 @@ the GPU:
 * ``@shared`` locals -> static ``addrspace(3)`` globals, or slices of one
   ``extern`` dynamic shared array when the kernel is launched with
   ``shared_bytes > 0``; ``@local`` locals -> zero-filled ``alloca``;
-* fragments -> ``polyir.ptx.wmma``; math -> ``polyir.ptx.mathlib``.
+* fragments -> ``polyir.ptx.mma_sync`` (ldmatrix + mma.sync, sm_80+, tiles in shared memory) or ``polyir.ptx.wmma``; math -> ``polyir.ptx.mathlib``.
 
 Host functions are not lowered for NVPTX: the runtime walks their launches.
 """
@@ -42,7 +42,7 @@ from polyir.ir.nodes import (
 from polyir.ir.types import DType, MemorySpace
 from polyir.llvm.hooks import F32, I8, I16, I32, I64, LoweringHooks, where
 from polyir.llvm.lower import byte_size
-from polyir.ptx import mathlib, wmma
+from polyir.ptx import cpasync, mathlib, mma_sync, wmma
 
 if TYPE_CHECKING:
     from polyir.llvm.lower import FunctionLowerer
@@ -62,8 +62,9 @@ class NvptxHooks(LoweringHooks):
 
     returns_status = False
 
-    def __init__(self, launches: dict[str, Launch] | None = None):
+    def __init__(self, launches: dict[str, Launch] | None = None, sm: int = 90):
         self.launches = dict(launches or {})
+        self.sm = sm
         self._shared_offset = 0
 
     # ---------------------------------------------------------------- types
@@ -162,8 +163,16 @@ class NvptxHooks(LoweringHooks):
         lowerer.lower_body(loop.body)
         lowerer.unbind(loop.var, previous)
 
+    def lower_parallel_loop(self, lowerer: FunctionLowerer, loop: For) -> None:
+        if self.sm >= 80 and id(loop) in cpasync.async_copy_loops(lowerer.function):
+            cpasync.lower_async_copy(lowerer, loop)
+        else:
+            lowerer.lower_serial_loop(loop)
+
     def lower_barrier(self, lowerer: FunctionLowerer, node: Barrier) -> None:
         b = lowerer.builder
+        if self.sm >= 80 and cpasync.async_copy_loops(lowerer.function):
+            cpasync.wait_all(lowerer)  # async tile copies land before anyone reads them
         if llvm.llvm_version_info >= (20, 0, 0):
             fn = lowerer.intrinsic("llvm.nvvm.barrier.cta.sync.aligned.all", ir.VoidType(), [I32])
             b.call(fn, [ir.Constant(I32, 0)])
@@ -172,7 +181,10 @@ class NvptxHooks(LoweringHooks):
 
     def lower_fragment(self, lowerer: FunctionLowerer,
                        node: FragmentFill | FragmentLoad | FragmentMMA | FragmentStore) -> None:
-        wmma.lower_fragment(lowerer, node)
+        if mma_sync.uses_mma_sync(lowerer.function, self.sm):
+            mma_sync.lower_mma_sync(lowerer, node)
+        else:
+            wmma.lower_fragment(lowerer, node)
 
     def lower_launch(self, lowerer: FunctionLowerer, node: Launch) -> None:
         raise CompileError(f"{where(lowerer.function, node)}: launch of '{node.kernel}' inside "

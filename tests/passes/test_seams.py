@@ -81,7 +81,7 @@ def test_passes_written_without_a_context_still_run() -> None:
 
 # --------------------------------------------------------------------- the driver
 def test_cuda_default_pipeline_maps_parallel_nests_to_real_grids() -> None:
-    assert default_pipeline("cuda").endswith("mark-parallel,gpu-map")
+    assert default_pipeline("cuda").endswith("mark-parallel,gpu-tensorcore,gpu-map")
     module = polyir.parse((ROOT / "examples/matmul.ir").read_text())
     exe = compile_ir(module, "cuda:sm_80")
     (launch,) = exe.ir.entry.body
