@@ -27,6 +27,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
+import islpy as isl
 import networkx as nx
 
 from polyir.errors import IllegalTransform
@@ -117,7 +118,7 @@ def split_loop(function: Function, loop: For, groups: Sequence[Sequence[int]],
 
 
 def distribute_loop(function: Function, name: str, deps: Dependences | None = None,
-                    taken: set[str] | None = None) -> Function:
+                    taken: set[str] | None = None, ctx: isl.Context | None = None) -> Function:
     """``function`` with loop ``name`` distributed as far as its dependences allow.
 
     Raises ``polyir.ir.names.UnknownLoop`` for an unknown loop and
@@ -125,7 +126,7 @@ def distribute_loop(function: Function, name: str, deps: Dependences | None = No
     violate a dependence. Returns ``function`` itself when nothing splits."""
     loop = find_loop(function, name)
     if deps is None:
-        deps = compute_dependences(extract(function))
+        deps = compute_dependences(extract(function, ctx))
     groups = distribution_groups(deps, loop)
     if len(groups) < 2:
         if len(loop.body) < 2:
@@ -163,8 +164,17 @@ def imperfect_loops(function: Function) -> list[str]:
 __all__ = ["distribution_groups", "split_loop", "distribute_loop", "imperfect_loops"]
 
 
+AUTOMATIC_OPERATIONS = 3_000_000
+"""isl operations one automatic distribution of a nest may spend (its own isl
+context's limit); beyond it the nest is kept as it is, with the reason."""
+
+
+class AnalysisBudget(Exception):
+    """The dependence analysis of a nest ran past its isl operation limit."""
+
+
 def distribute_function(function: Function, loops: Sequence[str] = (),
-                        refused: list[tuple[str, IllegalTransform]] | None = None) -> Function:
+                        refused: list[tuple[str, Exception]] | None = None) -> Function:
     """``function`` with the named ``loops`` distributed (default: every imperfect
     loop, innermost first, again after each split, as far as legality allows).
 
@@ -172,7 +182,11 @@ def distribute_function(function: Function, loops: Sequence[str] = (),
     move its instances past any other nest), so the analysis cost is linear
     in the number of nests. Named loops that cannot be split raise
     ``IllegalTransform``; automatic candidates that cannot are kept, and
-    ``(loop, error)`` is appended to ``refused`` when given."""
+    ``(loop, error)`` is appended to ``refused`` when given. Automatic
+    distribution analyses each nest on its own isl context limited to
+    :data:`AUTOMATIC_OPERATIONS` operations: a nest whose analysis costs more
+    (symbolic sizes with derived products can) is kept whole, with an
+    :class:`AnalysisBudget` error in ``refused``."""
     body: list[Node] = []
     wanted = set(loops)
     for name in wanted:
@@ -182,8 +196,12 @@ def distribute_function(function: Function, loops: Sequence[str] = (),
         if not isinstance(node, For):
             body.append(node)
             continue
-        nest = replace(function, body=(node,))
+        original = nest = replace(function, body=(node,))
         tried: set[str] = set()
+        budget = None
+        if not wanted:
+            budget = isl.Context()
+            budget.set_max_operations(AUTOMATIC_OPERATIONS)
         while True:
             candidates = [v for v in imperfect_loops(nest) if v not in tried
                           and (not wanted or v in wanted)]
@@ -192,16 +210,25 @@ def distribute_function(function: Function, loops: Sequence[str] = (),
             name = candidates[0]
             tried.add(name)
             try:
-                nest = distribute_loop(nest, name, taken=taken)
+                nest = distribute_loop(nest, name, taken=taken, ctx=budget)
             except IllegalTransform as error:
                 if wanted:
                     raise
                 if refused is not None:
                     refused.append((name, error))
+            except isl.Error:
+                if budget is None or budget.get_max_operations() == 0:
+                    raise
+                nest = original  # keep the nest whole
+                if refused is not None:
+                    refused.append((name, AnalysisBudget(
+                        f"its dependence analysis needs more than {AUTOMATIC_OPERATIONS} isl "
+                        f"operations; the nest is kept whole")))
+                break
         body.extend(nest.body)
     if all(a is b for a, b in zip(body, function.body, strict=False)) and len(body) == len(function.body):
         return function
     return replace(function, body=tuple(body))
 
 
-__all__ += ["distribute_function"]
+__all__ += ["AUTOMATIC_OPERATIONS", "AnalysisBudget", "distribute_function"]
