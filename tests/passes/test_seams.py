@@ -319,6 +319,22 @@ def test_distribute_makes_the_matmul_band_perfect() -> None:
     assert_equivalent(module, result)
 
 
+def test_automatic_distribution_keeps_a_nest_past_its_isl_budget(monkeypatch) -> None:
+    import polyir.tiling.distribute as distribute
+
+    module = polyir.parse(MATMUL_EPILOGUE)
+    monkeypatch.setattr(distribute, "AUTOMATIC_OPERATIONS", 50)
+    ctx = PassContext()
+    assert transform(module, "distribute", ctx=ctx) is module
+    assert any("isl operations" in remark.why for remark in ctx.remarks), ctx.remarks
+    # named loops are never cut short: the explicit pass still distributes
+    outer = module.entry.body[0]
+    assert isinstance(outer, For) and isinstance(outer.body[0], For)
+    inner = outer.body[0].var
+    split = transform(module, f"distribute{{loops={inner}}}").entry.body[0]
+    assert isinstance(split, For) and len(split.body) == 3
+
+
 def test_distribute_refuses_a_cycle_with_a_witness() -> None:
     text = """func f(A: f32[N], B: f32[N]) {
   for i = 1 to N {
