@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_quick_run_writes_every_section_and_the_pictures(tmp_path: Path) -> None:
     env = dict(os.environ, POLYIR_CACHE_DIR=str(tmp_path / "polyir-cache"))
     result = subprocess.run([sys.executable, "-m", "bench", "--quick", "--out", str(tmp_path)],
-                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads((tmp_path / "results.json").read_text())
     assert report["mode"] == "quick"
