@@ -26,7 +26,7 @@ from polyir.errors import PolyirError
 from polyir.ir.affine import Aff
 from polyir.ir.names import claim_name, find_loop
 from polyir.ir.nodes import Assign, Buffer, Expr, For, Function, If, Load, Node
-from polyir.ir.walk import STATEMENT_NODES, substitute_node, walk_nodes
+from polyir.ir.walk import STATEMENT_NODES, map_loads, substitute_node, walk_nodes
 from polyir.polyhedral.dependences import MEMORY_KINDS, Dependences, compute_dependences
 from polyir.polyhedral.extract import extract
 from polyir.polyhedral.legality import Origin
@@ -123,22 +123,7 @@ def _base(name: str) -> str:
 
 def rename_buffers_expr(expr: Expr, names: dict[str, str]) -> Expr:
     """``expr`` with loads of the buffers in ``names`` renamed (gathers too)."""
-    from polyir.ir.nodes import BinOp, Call, Cast, Compare, Select
-    if isinstance(expr, Load):
-        indices = tuple(i if isinstance(i, Aff) else rename_buffers_expr(i, names) for i in expr.indices)
-        return Load(names.get(expr.buffer, expr.buffer), indices)
-    if isinstance(expr, BinOp):
-        return BinOp(expr.op, rename_buffers_expr(expr.lhs, names), rename_buffers_expr(expr.rhs, names))
-    if isinstance(expr, Compare):
-        return Compare(expr.op, rename_buffers_expr(expr.lhs, names), rename_buffers_expr(expr.rhs, names))
-    if isinstance(expr, Call):
-        return Call(expr.fn, tuple(rename_buffers_expr(a, names) for a in expr.args))
-    if isinstance(expr, Select):
-        return Select(rename_buffers_expr(expr.cond, names), rename_buffers_expr(expr.if_true, names),
-                      rename_buffers_expr(expr.if_false, names))
-    if isinstance(expr, Cast):
-        return Cast(expr.dtype, rename_buffers_expr(expr.value, names))
-    return expr
+    return map_loads(expr, lambda load: Load(names.get(load.buffer, load.buffer), load.indices))
 
 
 def renamed_copy(nodes: Sequence[Node], taken: set[str],
