@@ -33,8 +33,8 @@ class NestGraph:
         self.nests: list[Nest] = []
         for index, node in enumerate(function.body):
             reads, writes = buffer_accesses((node,))
-            names = [n.name for n in walk_nodes((node,)) if isinstance(n, STATEMENT_NODES)]
-            self.nests.append(Nest(index, names[0] if names else f"#{index}", frozenset(reads),
+            name = next((n.name for n in walk_nodes((node,)) if isinstance(n, STATEMENT_NODES)), None)
+            self.nests.append(Nest(index, name or f"#{index}", frozenset(reads),
                                    frozenset(writes), isinstance(node, For)))
         self.params = {p.name for p in function.params if isinstance(p, Buffer)}
 

@@ -25,7 +25,8 @@ import islpy as isl
 from polyir.errors import IllegalTransform
 from polyir.fusion.cost import DEFAULT_TOLERANCE, Estimate, decide, estimate
 from polyir.fusion.graph import NestGraph
-from polyir.fusion.producer_consumer import fuse_into, observable_buffers, window_scop
+from polyir.fusion.producer_consumer import fuse_into, observable_buffers, window, window_scop
+from polyir.ir.canonical import CanonicalForm, canonical_form
 from polyir.ir.nodes import For, Function
 from polyir.ir.walk import buffer_accesses
 from polyir.polyhedral.extract import Scop
@@ -165,6 +166,35 @@ def _producer_removable(function: Function, producer: int, consumer: int) -> boo
     return not (writes & observed) and not (writes & between_reads)
 
 
+def pair_form(function: Function, producer: int, consumer: int) -> CanonicalForm:
+    """The pair's window (see ``producer_consumer.window``) up to names, with the
+    buffers observed outside it marked: two pairs with equal keys get the same
+    decision (the slice, the estimates and the equivalence proof all look at the
+    window alone)."""
+    nodes = [function.body[k] for k in window(function, producer, consumer)]
+    return canonical_form(function, nodes, {"observed": observable_buffers(function, producer, consumer)})
+
+
+def _decide_pair(function: Function, producer: int, consumer: int, target: Target, ctx: isl.Context,
+                 options: FusionOptions, decided: dict[str, tuple[int | None, str]]
+                 ) -> tuple[Function | None, FusionStep | None, str]:
+    """:func:`try_pair`, or the decision already taken for a pair that is the same up
+    to names (a stack of identical layers asks isl once, not once per layer)."""
+    form = pair_form(function, producer, consumer)
+    known = decided.get(form.key)
+    if known is None:
+        fused, step, why = try_pair(function, producer, consumer, target, ctx, options)
+        decided[form.key] = (step.depth if step else None, form.canonical(step.reason if step else why))
+        return fused, step, why
+    depth, text = known
+    if depth is None:
+        return None, None, form.actual(text)
+    graph = NestGraph(function)
+    names = (graph.nests[producer].name, graph.nests[consumer].name)
+    again = fuse_into(function, producer, consumer, depth, ctx, check=False)
+    return again.function, FusionStep(names[0], names[1], depth, form.actual(text)), ""
+
+
 def plan_and_fuse(function: Function, target: Target, ctx: isl.Context,
                   options: FusionOptions | None = None) -> tuple[Function, FusionReport]:
     """Fuse greedily (see the module docstring); returns the new function and the report."""
@@ -172,6 +202,7 @@ def plan_and_fuse(function: Function, target: Target, ctx: isl.Context,
     report = FusionReport()
     tried: dict[tuple[int, int], str] = {}
     alive: list[object] = []   # keeps the nodes of ``tried``'s keys alive (ids stay unique)
+    decided: dict[str, tuple[int | None, str]] = {}
     changed = True
     while changed:
         changed = False
@@ -184,7 +215,8 @@ def plan_and_fuse(function: Function, target: Target, ctx: isl.Context,
                 key = (id(function.body[producer]), id(function.body[consumer]))
                 if key in tried:
                     continue
-                fused, step, why = try_pair(function, producer, consumer, target, ctx, options)
+                fused, step, why = _decide_pair(function, producer, consumer, target, ctx, options,
+                                                decided)
                 if fused is None:
                     tried[key] = why
                     alive.extend((function.body[producer], function.body[consumer]))
@@ -204,4 +236,5 @@ def plan_and_fuse(function: Function, target: Target, ctx: isl.Context,
     return function, report
 
 
-__all__ = ["FusionStep", "FusionOptions", "FusionReport", "plan_and_fuse", "try_pair", "working_set"]
+__all__ = ["FusionStep", "FusionOptions", "FusionReport", "pair_form", "plan_and_fuse", "try_pair",
+           "working_set"]

@@ -21,14 +21,15 @@ expression, or when a value crosses iterations.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import islpy as isl
 
 from polyir.ir.affine import Aff
+from polyir.ir.canonical import CanonicalForm, canonical_form
 from polyir.ir.nodes import Assign, Buffer, For, FragmentLoad, FragmentStore, Function, If, Load, Node
 from polyir.ir.types import MemorySpace
-from polyir.ir.walk import STATEMENT_NODES, buffer_accesses, walk_nodes
+from polyir.ir.walk import STATEMENT_NODES, subtree_accesses, walk_nodes
 from polyir.polyhedral.dependences import as_time_map
 from polyir.polyhedral.equivalence import read_sources
 from polyir.polyhedral.extract import NotPolyhedral, extract
@@ -40,44 +41,63 @@ class ShrinkRefused(ValueError):
 
 
 def _enclosing_loop(function: Function, buffer: str) -> list[For]:
-    """The loops (outermost first) around every access to ``buffer``."""
+    """The loops (outermost first) around every access to ``buffer``; none when the
+    accesses are in more than one top-level node."""
+    touching = [node for node in function.body if buffer in set().union(*subtree_accesses(node))]
+    if len(touching) != 1:
+        return []
     best: list[For] | None = None
 
     def visit(nodes: tuple[Node, ...], loops: list[For]) -> None:
         nonlocal best
         for node in nodes:
+            if buffer not in set().union(*subtree_accesses(node)):
+                continue
             if isinstance(node, For):
                 visit(node.body, loops + [node])
             elif isinstance(node, If):
                 visit(node.then_body, loops)
                 visit(node.else_body, loops)
+            elif best is None:
+                best = list(loops)
             else:
-                reads, writes = buffer_accesses((node,))
-                if buffer in reads or buffer in writes:
-                    if best is None:
-                        best = list(loops)
-                    else:
-                        common = 0
-                        while common < min(len(best), len(loops)) and best[common] is loops[common]:
-                            common += 1
-                        best = best[:common]
+                common = 0
+                while common < min(len(best), len(loops)) and best[common] is loops[common]:
+                    common += 1
+                best = best[:common]
 
-    visit(function.body, [])
+    visit((touching[0],), [])
     return best or []
+
+
+@dataclass(frozen=True)
+class ShrinkPlan:
+    """Where and how a local shrinks: declared in loop ``host``, the dimensions
+    ``kept`` (of extent other than 1) with extents ``shape``, every subscript
+    shifted by ``corners`` (one per original dimension)."""
+
+    host: str
+    kept: tuple[int, ...]
+    shape: tuple[Aff, ...]
+    corners: tuple[Aff, ...]
+
+    def renamed(self, mapping: dict[str, str]) -> ShrinkPlan:
+        """The plan with loop variables (and buffers) renamed by ``mapping``."""
+        return ShrinkPlan(mapping.get(self.host, self.host), self.kept,
+                          tuple(a.rename(mapping) for a in self.shape),
+                          tuple(a.rename(mapping) for a in self.corners))
 
 
 def shrink_buffer(function: Function, name: str, ctx: isl.Context | None = None) -> Function:
     """``function`` with local ``name`` declared in the innermost loop around all
     its accesses, at its per-iteration footprint (see the module docstring);
     raises :class:`ShrinkRefused` with the reason."""
-    local = next((b for b in function.locals if b.name == name), None)
-    if local is None:
-        raise ShrinkRefused(f"'{name}' is not a function-level local of '{function.name}'")
-    if local.space not in (MemorySpace.GLOBAL, MemorySpace.LOCAL):
-        raise ShrinkRefused(f"'{name}' lives in {local.space} memory, which the GPU mapping places")
-    loops = _enclosing_loop(function, name)
-    if not loops:
-        raise ShrinkRefused(f"the accesses to '{name}' are not inside one loop")
+    return apply_shrink(function, name, plan_shrink(function, name, ctx))
+
+
+def plan_shrink(function: Function, name: str, ctx: isl.Context | None = None) -> ShrinkPlan:
+    """The :class:`ShrinkPlan` for local ``name``; raises :class:`ShrinkRefused`."""
+    local, loops = _local_and_loops(function, name)
     host = loops[-1]
     # all accesses are inside one top-level nest: analyse that nest alone
     top = next(k for k, node in enumerate(function.body) if node is loops[0])
@@ -102,10 +122,35 @@ def shrink_buffer(function: Function, name: str, ctx: isl.Context | None = None)
             raise ShrinkRefused(f"the footprint of '{name}' ({foot}) changes size with the iteration")
         corners.append(low.exprs[0])
         extents.append(extent)
-    kept = [k for k, e in enumerate(extents) if not (isinstance(e, Aff) and e.is_constant and e.constant == 1)]
-    shape = tuple(extents[k] for k in kept)
-    new = Buffer(local.name, local.dtype, tuple(e if isinstance(e, Aff) else Aff.const(e) for e in shape),
-                 local.space, local.loc)
+    kept = tuple(k for k, e in enumerate(extents)
+                 if not (isinstance(e, Aff) and e.is_constant and e.constant == 1))
+    shape = tuple(Aff.lift(extents[k]) for k in kept)
+    return ShrinkPlan(host.var, kept, shape, tuple(corners))
+
+
+def _local_and_loops(function: Function, name: str) -> tuple[Buffer, list[For]]:
+    """The local ``name`` and the loops around all its accesses; refuses what no
+    analysis can shrink."""
+    local = next((b for b in function.locals if b.name == name), None)
+    if local is None:
+        raise ShrinkRefused(f"'{name}' is not a function-level local of '{function.name}'")
+    if local.space not in (MemorySpace.GLOBAL, MemorySpace.LOCAL):
+        raise ShrinkRefused(f"'{name}' lives in {local.space} memory, which the GPU mapping places")
+    loops = _enclosing_loop(function, name)
+    if not loops:
+        raise ShrinkRefused(f"the accesses to '{name}' are not inside one loop")
+    return local, loops
+
+
+def apply_shrink(function: Function, name: str, plan: ShrinkPlan) -> Function:
+    """``function`` with local ``name`` shrunk as ``plan`` says (the mechanism;
+    :func:`plan_shrink` proves it may)."""
+    local, loops = _local_and_loops(function, name)
+    host = next((loop for loop in loops if loop.var == plan.host), None)
+    if host is None:
+        raise ShrinkRefused(f"no loop '{plan.host}' around every access to '{name}'")
+    kept, corners = plan.kept, plan.corners
+    new = Buffer(local.name, local.dtype, plan.shape, local.space, local.loc)
 
     def remap(indices: tuple) -> tuple:
         out = []
@@ -137,8 +182,10 @@ def shrink_buffer(function: Function, name: str, ctx: isl.Context | None = None)
             out.append(node)
         return tuple(out)
 
-    body = rewrite(function.body)
-    return replace(function, body=body, locals=tuple(b for b in function.locals if b.name != name))
+    body = list(function.body)
+    top = next(k for k, node in enumerate(body) if node is loops[0])
+    body[top] = rewrite((loops[0],))[0]
+    return replace(function, body=tuple(body), locals=tuple(b for b in function.locals if b.name != name))
 
 
 def _require_private(scop, name: str, depth: int, loops: list[For]) -> None:  # noqa: ANN001
@@ -181,16 +228,34 @@ def _is_origin(deltas: isl.Set) -> bool:
 def shrink_buffers(function: Function, ctx: isl.Context | None = None,
                    refused: list[tuple[str, str]] | None = None) -> Function:
     """Every function-level local shrunk where :func:`shrink_buffer` allows
-    (``(name, why)`` appended to ``refused`` for the others)."""
+    (``(name, why)`` appended to ``refused`` for the others). A local whose nest is
+    the same up to names as one already decided (a stack of identical layers)
+    gets that decision, renamed, without asking isl again."""
+    decided: dict[str, tuple[CanonicalForm, ShrinkPlan | str]] = {}
     for local in list(function.locals):
         if not any(isinstance(n, STATEMENT_NODES) for n in walk_nodes(function.body)):
             break
         try:
-            function = shrink_buffer(function, local.name, ctx)
+            _, loops = _local_and_loops(function, local.name)
+            form = canonical_form(function, (loops[0],), {"shrunk": {local.name}})
+            known = decided.get(form.key)
+            if known is None:
+                try:
+                    plan = plan_shrink(function, local.name, ctx)
+                except ShrinkRefused as error:
+                    decided[form.key] = (form, form.canonical(str(error)))
+                    raise
+                decided[form.key] = (form, plan)
+            else:
+                first, outcome = known
+                if isinstance(outcome, str):
+                    raise ShrinkRefused(form.actual(outcome))
+                plan = outcome.renamed(form.renaming(first))
+            function = apply_shrink(function, local.name, plan)
         except ShrinkRefused as error:
             if refused is not None:
                 refused.append((local.name, str(error)))
     return function
 
 
-__all__ = ["ShrinkRefused", "shrink_buffer", "shrink_buffers"]
+__all__ = ["ShrinkPlan", "ShrinkRefused", "apply_shrink", "plan_shrink", "shrink_buffer", "shrink_buffers"]

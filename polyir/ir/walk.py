@@ -13,8 +13,10 @@ expressions in program order, rewriters build new nodes with
 """
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
+from typing import Any
 
 from polyir.ir.affine import Aff, FloorDiv, Mod
 from polyir.ir.nodes import (
@@ -144,12 +146,69 @@ def buffer_accesses(nodes: Iterable[Node], launches: bool = True) -> tuple[set[s
     arguments count unless ``launches`` is False)."""
     reads: set[str] = set()
     writes: set[str] = set()
-    for node in walk_nodes(nodes):
-        if not launches and isinstance(node, Launch):
-            continue
-        node_reads, node_writes = node_accesses(node)
+    for node in nodes:
+        node_reads, node_writes = subtree_accesses(node) if launches else _accesses_without_launches(node)
         reads |= node_reads
         writes |= node_writes
+    return reads, writes
+
+
+_SUBTREE: dict[int, tuple[weakref.ref[Node], Any]] = {}
+
+
+def remembered(node: Node, table: dict[int, tuple[weakref.ref[Node], Any]],
+               compute: Callable[[Node], Any]) -> Any:
+    """``compute(node)``, remembered in ``table`` per node object for as long as the
+    node lives (nodes are immutable, so the answer cannot change)."""
+    entry = table.get(id(node))
+    if entry is not None and entry[0]() is node:
+        return entry[1]
+    value = compute(node)
+    key = id(node)
+
+    def forget(_: weakref.ref[Node]) -> None:
+        table.pop(key, None)
+
+    try:
+        ref = weakref.ref(node, forget)
+    except TypeError:  # not weakly referable: not remembered
+        return value
+    table[key] = (ref, value)
+    return value
+
+
+def subtree_accesses(node: Node) -> tuple[frozenset[str], frozenset[str]]:
+    """``(read, written)`` buffer names of ``node`` and everything under it.
+
+    Remembered per node object (:func:`remembered`): passes that ask about
+    every nest of a function after each rewrite pay for the nodes the rewrite
+    made, not for the whole function."""
+    result: tuple[frozenset[str], frozenset[str]] = remembered(node, _SUBTREE, _subtree_accesses)
+    return result
+
+
+def _subtree_accesses(node: Node) -> tuple[frozenset[str], frozenset[str]]:
+    if isinstance(node, (For, If)):
+        children = node.body if isinstance(node, For) else node.then_body + node.else_body
+        reads: set[str] = set()
+        writes: set[str] = set()
+        for child in children:
+            child_reads, child_writes = subtree_accesses(child)
+            reads |= child_reads
+            writes |= child_writes
+        return frozenset(reads), frozenset(writes)
+    own_reads, own_writes = node_accesses(node)
+    return frozenset(own_reads), frozenset(own_writes)
+
+
+def _accesses_without_launches(node: Node) -> tuple[set[str], set[str]]:
+    reads: set[str] = set()
+    writes: set[str] = set()
+    for inner in walk_nodes((node,)):
+        if not isinstance(inner, Launch):
+            inner_reads, inner_writes = node_accesses(inner)
+            reads |= inner_reads
+            writes |= inner_writes
     return reads, writes
 
 

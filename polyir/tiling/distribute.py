@@ -32,6 +32,7 @@ import networkx as nx
 
 from polyir.errors import IllegalTransform
 from polyir.ir.affine import Aff
+from polyir.ir.canonical import CanonicalForm, canonical_form, transfer
 from polyir.ir.names import claim_name, find_loop, names_in
 from polyir.ir.nodes import For, Function, If, Node
 from polyir.ir.walk import STATEMENT_NODES, substitute, walk_nodes
@@ -192,43 +193,77 @@ def distribute_function(function: Function, loops: Sequence[str] = (),
     for name in wanted:
         find_loop(function, name)  # UnknownLoop before any work
     taken = names_in(function)
+    seen: dict[str, tuple[CanonicalForm, tuple[Node, ...] | None, list[tuple[str, Exception]]]] = {}
     for node in function.body:
         if not isinstance(node, For):
             body.append(node)
             continue
-        original = nest = replace(function, body=(node,))
-        tried: set[str] = set()
-        budget = None
-        if not wanted:
-            budget = isl.Context()
-            budget.set_max_operations(AUTOMATIC_OPERATIONS)
-        while True:
-            candidates = [v for v in imperfect_loops(nest) if v not in tried
-                          and (not wanted or v in wanted)]
-            if not candidates:
-                break
-            name = candidates[0]
-            tried.add(name)
-            try:
-                nest = distribute_loop(nest, name, taken=taken, ctx=budget)
-            except IllegalTransform as error:
-                if wanted:
-                    raise
-                if refused is not None:
-                    refused.append((name, error))
-            except isl.Error:
-                if budget is None or budget.get_max_operations() == 0:
-                    raise
-                nest = original  # keep the nest whole
-                if refused is not None:
-                    refused.append((name, AnalysisBudget(
-                        f"its dependence analysis needs more than {AUTOMATIC_OPERATIONS} isl "
-                        f"operations; the nest is kept whole")))
-                break
+        form = None if wanted else canonical_form(function, (node,))
+        if form is not None and form.key in seen:  # a nest the same up to names: its result renamed
+            first, nodes, before = seen[form.key]
+            body.extend((node,) if nodes is None else transfer(nodes, first, form, taken))
+            if refused is not None:
+                refused.extend(_translated(before, first, form))
+            continue
+        errors: list[tuple[str, Exception]] = []
+        nest = _distribute_nest(replace(function, body=(node,)), wanted, taken, errors)
+        if refused is not None:
+            refused.extend(errors)
+        if form is not None:
+            unchanged = len(nest.body) == 1 and nest.body[0] is node
+            seen[form.key] = (form, None if unchanged else nest.body, errors)
         body.extend(nest.body)
     if all(a is b for a, b in zip(body, function.body, strict=False)) and len(body) == len(function.body):
         return function
     return replace(function, body=tuple(body))
+
+
+def _distribute_nest(original: Function, wanted: set[str], taken: set[str],
+                     refused: list[tuple[str, Exception]]) -> Function:
+    """One top-level nest (``original``'s only node) distributed; see
+    :func:`distribute_function`."""
+    nest = original
+    tried: set[str] = set()
+    budget = None
+    if not wanted:
+        budget = isl.Context()
+        budget.set_max_operations(AUTOMATIC_OPERATIONS)
+    while True:
+        candidates = [v for v in imperfect_loops(nest) if v not in tried
+                      and (not wanted or v in wanted)]
+        if not candidates:
+            break
+        name = candidates[0]
+        tried.add(name)
+        try:
+            nest = distribute_loop(nest, name, taken=taken, ctx=budget)
+        except IllegalTransform as error:
+            if wanted:
+                raise
+            refused.append((name, error))
+        except isl.Error:
+            if budget is None or budget.get_max_operations() == 0:
+                raise
+            refused.append((name, AnalysisBudget(
+                f"its dependence analysis needs more than {AUTOMATIC_OPERATIONS} isl "
+                f"operations; the nest is kept whole")))
+            return original
+    return nest
+
+
+def _translated(errors: list[tuple[str, Exception]], first: CanonicalForm,
+                form: CanonicalForm) -> list[tuple[str, Exception]]:
+    """The refusals recorded for nest ``first`` told in the names of nest ``form``."""
+    mapping = form.renaming(first)
+    out: list[tuple[str, Exception]] = []
+    for name, error in errors:
+        if isinstance(error, IllegalTransform):
+            witness = None if error.witness is None else form.actual(first.canonical(str(error.witness)))
+            copy: Exception = IllegalTransform(form.actual(first.canonical(error.message)), None, witness)
+        else:
+            copy = type(error)(form.actual(first.canonical(str(error))))
+        out.append((mapping.get(name, name), copy))
+    return out
 
 
 __all__ += ["AUTOMATIC_OPERATIONS", "AnalysisBudget", "distribute_function"]
