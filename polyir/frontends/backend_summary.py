@@ -84,7 +84,7 @@ class BackendSummary:
             return ("torch.compile(backend='polyir'): dynamo never called the backend, so nothing ran "
                     "through polyir (has the compiled model been called? dynamo skips functions it "
                     "cannot trace and graphs without tensor operations)")
-        lines = [f"torch.compile(backend='polyir'): {self.calls} graphs"]
+        lines = [f"torch.compile(backend='polyir'): {self.calls} graph{'' if self.calls == 1 else 's'}"]
         lines += [f"  {graph}" for graph in self.graphs]
         return "\n".join(lines)
 

@@ -54,7 +54,7 @@ def test_the_summary_names_what_was_lowered_and_what_fell_back(caplog) -> None:
     assert [(f.op, f.node) for f in graph.fallbacks] == [("aten.sort.default", "sort")]
     assert graph.fallbacks[0].reason
     text = str(summary)
-    assert "1 graphs" in text and "1 run in eager: aten.sort.default (sort: " in text
+    assert text.startswith("torch.compile(backend='polyir'): 1 graph\n  graph 1: ") and "1 run in eager: aten.sort.default (sort: " in text
     assert [r.getMessage() for r in caplog.records if r.name == "polyir.dynamo"] == [str(graph)]
 
 

@@ -6,6 +6,7 @@ Each test installs a small plugin distribution (a module and its
 ``sys.path``, as pip would, and gives the registry a fresh start."""
 from __future__ import annotations
 
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -16,29 +17,16 @@ import polyir
 from polyir import passes
 from polyir.cli import main
 from polyir.plugins import PluginWarning
+from polyir.testing.doc_blocks import doc_blocks
 
-PLUGIN = '''
-from dataclasses import dataclass, replace
+DOC = (Path(__file__).resolve().parents[2] / "docs" / "passes.md").read_text()
+# The plugin of docs/passes.md: its "Writing a pass" module, and its entry point.
+DOC_PASS = next(b.source for b in doc_blocks(DOC) if b.lang == "python" and "@register_pass" in b.source)
+DOC_ENTRY_POINTS = dict(re.findall(r'^([\w-]+) = "([\w.:]+)"', next(
+    b.source for b in doc_blocks(DOC) if b.lang == "toml"), re.M))
 
-from polyir.ir.nodes import For, Module
-from polyir.ir.walk import map_loops
-from polyir.passes import register_pass
-
-
-@register_pass("test-plugin-unroll")
-@dataclass(frozen=True)
-class UnrollInnermost:
-    """Mark every innermost loop for unrolling by ``factor``."""
-
-    factor: int = 4
-
-    def run(self, module, ctx):
-        def mark(loop):
-            if any(isinstance(node, For) for node in loop.body):
-                return loop
-            return replace(loop, unroll=self.factor)
-
-        return Module(tuple(replace(f, body=map_loops(f.body, mark)) for f in module.functions))
+IDENTITY = '''
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -71,34 +59,36 @@ def fresh_registry(tmp_path, monkeypatch):
     monkeypatch.setattr(passes, "_loaded", False)
     monkeypatch.syspath_prepend(str(tmp_path))
     yield tmp_path
-    for name in [m for m in sys.modules if m.startswith("polyir_test_plugin")]:
+    for name in [m for m in sys.modules if m.startswith("polyir_test_plugin") or m == "my_passes"]:
         del sys.modules[name]
 
 
-def test_a_plugin_module_and_a_plugin_class_are_registered_once(fresh_registry) -> None:
-    install(fresh_registry, "polyir_test_plugin", {"polyir_test_plugin": PLUGIN},
-            {"unrolling": "polyir_test_plugin", "test-plugin-identity": "polyir_test_plugin:Identity"})
+def test_the_documented_plugin_and_a_plugin_class_are_registered_once(fresh_registry) -> None:
+    assert DOC_ENTRY_POINTS == {"my-passes": "my_passes"}
+    install(fresh_registry, "my_package", {"my_passes": DOC_PASS}, DOC_ENTRY_POINTS)
+    install(fresh_registry, "polyir_test_plugin", {"polyir_test_plugin": IDENTITY},
+            {"test-plugin-identity": "polyir_test_plugin:Identity"})
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         available = passes.available_passes()
-    assert "test-plugin-unroll" in available and "test-plugin-identity" in available
-    assert "fuse" in available  # polyir's own passes are still there
+    assert available["unroll-inner"].__module__ == "my_passes"
+    assert "test-plugin-identity" in available and "fuse" in available  # polyir's own are there too
     module = polyir.parse(PROGRAM)
-    unrolled = polyir.transform(module, "test-plugin-unroll{factor=2},test-plugin-identity")
+    unrolled = polyir.transform(module, "unroll-inner{factor=2},test-plugin-identity")
     inner = unrolled.functions[0].body[0].body[0]
     assert inner.var == "j" and inner.unroll == 2 and unrolled.functions[0].body[0].unroll != 2
-    passes.available_passes()  # a second look loads nothing again (a re-import would re-register)
-    assert list(sys.modules).count("polyir_test_plugin") == 1
+    loaded = sys.modules["my_passes"]
+    passes.available_passes()  # a second look loads nothing again
+    assert sys.modules["my_passes"] is loaded
 
 
-def test_polyir_opt_lists_and_runs_a_plugin_pass(fresh_registry, tmp_path, capsys) -> None:
-    install(fresh_registry, "polyir_test_plugin", {"polyir_test_plugin": PLUGIN},
-            {"unrolling": "polyir_test_plugin"})
+def test_polyir_opt_lists_and_runs_the_documented_plugin(fresh_registry, tmp_path, capsys) -> None:
+    install(fresh_registry, "my_package", {"my_passes": DOC_PASS}, DOC_ENTRY_POINTS)
     source = tmp_path / "kernel.pir"
     source.write_text(PROGRAM)
     assert main(["--list-passes"]) == 0
-    assert "test-plugin-unroll" in capsys.readouterr().out
-    assert main([str(source), "--pipeline", "test-plugin-unroll{factor=3}"]) == 0
+    assert "unroll-inner" in capsys.readouterr().out
+    assert main([str(source), "-p", "unroll-inner{factor=3}"]) == 0
     assert "for j = 0 to M unroll=3 {" in capsys.readouterr().out
 
 
