@@ -63,3 +63,61 @@ def test_the_page_runs_and_prints_what_it_shows(page: str, tmp_path: Path) -> No
             assert outcome.printed == "", f"{page}:{block.line}: the session differs:\n{outcome.printed}"
         elif block.shown is not None:
             assert outcome.printed.strip("\n") == block.shown.strip("\n"), f"{page}:{block.line}"
+
+
+SAMPLE = '''# A page
+
+```python
+x = 2
+print(x * 3)
+```
+
+prints
+
+```
+6
+```
+
+```pycon
+>>> print(x + 2)
+3
+```
+
+```sh
+$ echo hello
+```
+
+```
+hello
+```
+
+<!-- not-run: pseudo-code -->
+```python
+for every tile: ...
+```
+
+```
+a block nobody runs or explains
+```
+
+<!-- not-run: -->
+```sh
+rm -rf /
+```
+'''
+
+
+def test_the_conventions_on_a_sample_page(tmp_path: Path) -> None:
+    blocks = doc_blocks(SAMPLE)
+    assert [(b.lang, b.runs, b.is_output) for b in blocks] == [
+        ("python", True, False), ("", False, True), ("pycon", True, False), ("sh", True, False),
+        ("", False, True), ("python", False, False), ("", False, False), ("sh", False, False)]
+    assert [b.line for b in blocks if b.problem] == [32, 37]
+    assert "marker without a reason" in str(blocks[-1].problem)
+    outcomes = run_blocks(SAMPLE, "sample.md", tmp_path, tmp_path)
+    assert [o.printed for o in outcomes[::2]] == ["6\n", "hello\n"]
+    assert "Expected:\n    3\nGot:\n    4" in outcomes[1].printed  # a session that differs is reported
+    with pytest.raises(AssertionError, match="python block at sample.md:3 raised NameError"):
+        run_blocks(SAMPLE.replace("x = 2", "del x"), "sample.md", tmp_path, tmp_path)
+    with pytest.raises(AssertionError, match="sh block at sample.md:19 exited with 1"):
+        run_blocks(SAMPLE.replace("echo hello", "false"), "sample.md", tmp_path, tmp_path)
