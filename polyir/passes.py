@@ -23,7 +23,7 @@ Pipeline syntax (see docs/passes.md)::
     option   := KEY "=" value ("," value)*        # several values: a tuple option
     value    := INT | FLOAT | true | false | WORD | "quoted string"
 
-for example ``simplify-bounds,tile{sizes=32,32 interchange=true},canonicalize-names``.
+for example ``simplify-bounds,tile{loops=i,j sizes=32,32},canonicalize-names``.
 """
 from __future__ import annotations
 

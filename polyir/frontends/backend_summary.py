@@ -97,12 +97,12 @@ class _Record:
     eager_calls: int = 0
 
     def summary(self) -> GraphSummary:
+        from polyir.frontends.aten import op_name
+
         plans = {id(p): p for model in self.models() for p in model.plans.values()}
         ops: dict[str, int] = {}
         nests = 0
         fallbacks: dict[tuple[str, str], Fallback] = {}
-        from polyir.frontends.aten import op_name
-
         for plan in plans.values():
             for segment in plan.segments:
                 if segment.lowered is not None:
