@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from polyir import passes
 from polyir.testing.doc_blocks import doc_blocks, run_blocks
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,9 +49,12 @@ def test_pages_run_elsewhere_are_run_by_their_test(page: str) -> None:
 
 
 @pytest.mark.parametrize("page", [p for p in PAGES if p not in RUN_ELSEWHERE])
-def test_the_page_runs_and_prints_what_it_shows(page: str, tmp_path: Path) -> None:
+def test_the_page_runs_and_prints_what_it_shows(page: str, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
     if page in NEEDS:
         pytest.importorskip(NEEDS[page], reason=f"{page} needs {NEEDS[page]}")
+    passes.available_passes()
+    monkeypatch.setattr(passes, "_REGISTRY", dict(passes._REGISTRY))  # a page's own passes stay its own
     env = dict(os.environ, POLYIR_CACHE_DIR=str(tmp_path / "cache"))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     (tmp_path / "examples").symlink_to(ROOT / "examples")  # python blocks run in tmp_path
