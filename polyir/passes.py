@@ -23,7 +23,7 @@ Pipeline syntax (see docs/passes.md)::
     option   := KEY "=" value ("," value)*        # several values: a tuple option
     value    := INT | FLOAT | true | false | WORD | "quoted string"
 
-for example ``simplify-bounds,tile{sizes=32,32 interchange=true},canonicalize-names``.
+for example ``simplify-bounds,tile{loops=i,j sizes=32,32},canonicalize-names``.
 """
 from __future__ import annotations
 
@@ -122,12 +122,16 @@ def option_types(cls: type) -> dict[str, Any]:
 
 
 def load_pass_modules(modules: Iterable[str] | None = None) -> None:
-    """Import the modules of ``PASS_MODULES`` (or ``modules``) so their passes register."""
+    """Import the modules of ``PASS_MODULES`` (or ``modules``) so their passes
+    register; without ``modules``, then the pass plugins of other packages
+    (the ``polyir.passes`` entry points, :mod:`polyir.plugins`), once."""
     global _loaded
     for module in (PASS_MODULES if modules is None else modules):
         importlib.import_module(module)
-    if modules is None:
-        _loaded = True
+    if modules is None and not _loaded:
+        _loaded = True  # first: a plugin that asks for the registry while loading sees it loaded
+        from polyir.plugins import load_plugins
+        load_plugins(register_pass, lambda: dict(_REGISTRY))
 
 
 def available_passes() -> dict[str, type]:

@@ -14,6 +14,11 @@ accept; the ``SymInt`` inputs are read back from the tensors' shapes. The
 0-d float64 tensors dynamo makes of Python floats (``eps``) are compiled in
 as constants: a call with another value compiles a variant for it.
 
+:func:`summary` says what the backend compiled: each graph dynamo handed it,
+the ATen operators lowered and those left to eager with their reasons (also
+logged on ``polyir.dynamo`` at ``INFO``); ``summary().calls == 0`` means dynamo
+never called it (see :mod:`polyir.frontends.backend_summary`).
+
 The backend is found through the ``torch_dynamo_backends`` entry point in
 ``pyproject.toml``; :func:`register` also registers it by name, for an
 environment where polyir is imported without being installed.
@@ -24,6 +29,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+
+from polyir.frontends.backend_summary import BackendSummary, reset_summary, summary
+
+__all__ = ["polyir_backend", "register", "summary", "reset_summary", "BackendSummary"]
 
 
 def polyir_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
@@ -36,24 +45,34 @@ def polyir_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
     ignored. A call that needs gradients runs ``gm`` in eager with one warning
     (``polyir.frontends.grad``): polyir compiles the forward pass only.
     """
+    from polyir.frontends.backend_summary import counting_eager, record_graph
     from polyir.frontends.fx import CompiledModel, compile_model
     from polyir.frontends.grad import eager_when_training
 
     settings = dict(options or {})
     settings.pop("fallback", None)
     settings.pop("dynamic", None)
+    nodes = sum(1 for node in gm.graph.nodes if node.op.startswith("call_"))
+    models: list[Any] = []
+    compiled: Any
     if any(_is_symbolic(value) for value in example_inputs):
         symbolic = _symbolic_graph(gm)
         if symbolic is not None:
-            return eager_when_training(symbolic.compile(example_inputs, settings), gm.forward,
-                                       gm.parameters())
-        # Dynamic shapes polyir cannot read back: compile at the first call, for
-        # its concrete shapes (and again for every new combination of shapes).
-        return eager_when_training(CompiledModel(gm, fallback=True, **settings), gm.forward,
-                                   gm.parameters())
-    with torch.no_grad():
-        compiled = compile_model(gm, list(example_inputs), fallback=True, **settings)
-    return eager_when_training(compiled, gm.forward, gm.parameters())
+            compiled = symbolic.compile(example_inputs, settings)
+            variants = symbolic.variants
+            record = record_graph(nodes, lambda: list(variants.values()))
+        else:
+            # Dynamic shapes polyir cannot read back: compile at the first call, for
+            # its concrete shapes (and again for every new combination of shapes).
+            compiled = CompiledModel(gm, fallback=True, **settings)
+            models.append(compiled)
+            record = record_graph(nodes, lambda: models)
+    else:
+        with torch.no_grad():
+            compiled = compile_model(gm, list(example_inputs), fallback=True, **settings)
+        models.append(compiled)
+        record = record_graph(nodes, lambda: models)
+    return eager_when_training(compiled, counting_eager(record, gm.forward), gm.parameters())
 
 
 class _TensorsOnly(torch.nn.Module):

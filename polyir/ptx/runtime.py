@@ -44,7 +44,7 @@ def require_cupy() -> Any:
         import cupy
     except ImportError as error:
         raise DeviceError(f"running CUDA code needs CuPy, which is not installed ({error}); "
-                          f"install cupy-cuda12x, or compile only (compile_for / .ptx)") from None
+                          f"pip install 'polyir[gpu]' (cupy-cuda13x), or compile only (compile_for / .ptx)") from None
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as error:  # CUDARuntimeError without a driver
