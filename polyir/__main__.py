@@ -59,9 +59,12 @@ def _size(count: int) -> str:
 def cache_command(action: str, directory: str | None, out: Any = None) -> int:
     """``cache info|clear|prune``; returns the exit status."""
     out = out or sys.stdout
+    from polyir.cpu.cache import default_cache_dir
     from polyir.cpu.jit import DEFAULT, open_cache
+    from polyir.pipeline_cache import open_cache as open_passes
 
     cache = open_cache(DEFAULT if directory is None else directory)
+    passes = open_passes(default_cache_dir() if directory is None else directory)
     if not cache.enabled:
         sys.stderr.write("polyir: error: the compile cache is not usable (see the warning above)\n")
         return 1
@@ -74,12 +77,21 @@ def cache_command(action: str, directory: str | None, out: Any = None) -> int:
                   f"other compiler versions: {info['other_version_entries']} entries "
                   f"({_size(info['other_version_bytes'])})\n"
                   f"size cap:  {_size(info['max_bytes'])}\n")
+        if passes is not None:
+            more = passes.info()
+            out.write(f"pipeline results: {more['entries']} entries ({_size(more['bytes'])}; "
+                      f"other versions: {more['other_version_entries']}), in {passes.root}\n")
     elif action == "clear":
         files, size = cache.clear()
         out.write(f"deleted {files} entries ({_size(size)}) from {cache.root}\n")
+        if passes is not None:
+            files, size = passes.clear()
+            out.write(f"deleted {files} pipeline results ({_size(size)}) from {passes.root}\n")
     else:
         deleted = cache.evict()
         out.write(f"deleted {deleted} files from {cache.root}\n")
+        if passes is not None:
+            out.write(f"deleted {passes.evict()} pipeline-result files from {passes.root}\n")
     return 0
 
 

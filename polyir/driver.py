@@ -21,7 +21,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from polyir import pipeline_cache
 from polyir.context import PassContext, Remark, make_context
+from polyir.cpu.cache import CompileCache
 from polyir.ir.nodes import Module
 from polyir.target import Target, resolve
 
@@ -90,6 +92,23 @@ def build(module: Module, target: Target | str | None = None, *, fast_math: bool
     raise ValueError(f"no backend for target {resolved.name}")
 
 
+def _pipeline_cache(module: Module, passes: str, target: Target, ctx: PassContext | None,
+                    options: dict[str, Any]) -> tuple[CompileCache, str] | None:
+    """The pipeline cache and this compilation's key in it, or ``None`` where it does
+    not apply: the interpreter (a debugging target), no pipeline,
+    ``cache_dir=None``, or a plugin's pass. (A hit leaves a caller's pass
+    context without the analyses the passes would have computed.)"""
+    del ctx
+    if target.kind == "interpret" or not passes:
+        return None
+    from polyir.cpu.cache import default_cache_dir
+    directory = options.get("cache_dir", default_cache_dir())
+    if directory is None or not pipeline_cache.cacheable(passes):
+        return None
+    cache = pipeline_cache.open_cache(directory)
+    return None if cache is None else (cache, pipeline_cache.key(module, passes, target))
+
+
 def compile_ir(module: Module, target: Target | str | None = None, pipeline: str | None = None, *,
                ctx: PassContext | None = None, **options: Any) -> Any:
     """Verify ``module``, run ``pipeline`` (default: :func:`default_pipeline`) and
@@ -97,7 +116,9 @@ def compile_ir(module: Module, target: Target | str | None = None, pipeline: str
 
     For CUDA a ``gpu-map`` is appended when the pipeline leaves host code
     unmapped (the backend lowers mapped IR only). ``ctx`` is a pass context to
-    reuse (its analyses and remarks carry over). The executable gets
+    reuse (its analyses and remarks carry over). The pipeline's result comes from the pipeline cache when this module, pipeline and target
+    were compiled before (``polyir.pipeline_cache``; CPU and CUDA targets, the
+    ``cache_dir`` of the CPU backend). The executable gets
     ``remarks`` (the passes' :class:`~polyir.context.Remark` list) and
     ``timings`` (seconds per stage). Raises ``VerifyError`` for invalid input,
     ``PassError`` when a pass fails, ``CompileError`` from the backend.
@@ -109,15 +130,25 @@ def compile_ir(module: Module, target: Target | str | None = None, pipeline: str
     verify(module)
     passes = default_pipeline(resolved) if pipeline is None else pipeline
     start = time.perf_counter()
-    if passes:
+    cached = _pipeline_cache(module, passes, resolved, ctx, options)
+    found = None if cached is None else pipeline_cache.load(*cached)
+    if found is not None:
+        module, remarks = found
+        context.remarks.extend(remarks)
+        context.timings.append(("passes (cached)", time.perf_counter() - start))
+    elif passes:
+        before = len(context.remarks)
         module = transform(module, passes, ctx=context)
+        if cached is not None:
+            pipeline_cache.store(*cached, module, context.remarks[before:])
     if resolved.kind == "cuda":
         from polyir.ptx.build import needs_mapping
         if needs_mapping(module):
             context.remark("driver", f"module '{module.entry.name}'",
                            "the pipeline left host loops unmapped: gpu-map appended", kind="applied")
             module = transform(module, "gpu-map", ctx=context)
-    context.timings.append(("passes", time.perf_counter() - start))
+    if found is None:
+        context.timings.append(("passes", time.perf_counter() - start))
     with context.timed("backend"):
         executable = build(module, resolved, **options)
     executable.remarks = list(context.remarks)

@@ -150,12 +150,14 @@ class CompileCache:
     private temporary one is used for this process instead; without a usable
     secret key (see :mod:`polyir.cpu.cache_trust`) caching is off, with a
     warning. ``max_bytes`` (default :func:`default_max_bytes`) caps the
-    whole ``cpu`` folder, all versions together.
+    whole ``section`` folder (``cpu``: object code; ``passes``: pipeline results,
+    see :mod:`polyir.pipeline_cache`), all versions together.
     """
 
     def __init__(self, directory: Path | str | None, fingerprint: str, *,
-                 max_bytes: int | None = None, key_path: Path | None = None):
+                 max_bytes: int | None = None, key_path: Path | None = None, section: str = "cpu"):
         self.fingerprint = fingerprint
+        self.section = section
         self.max_bytes = default_max_bytes() if max_bytes is None else max_bytes
         self.key_path = default_key_path() if key_path is None else key_path
         self.root: Path | None = None
@@ -183,7 +185,7 @@ class CompileCache:
 
     def _open(self, directory: Path) -> None:
         private_directory(directory)
-        self.root = private_subdirectory(directory, "cpu")
+        self.root = private_subdirectory(directory, self.section)
         self.directory = private_subdirectory(self.root, version_id(self.fingerprint))
 
     @property

@@ -36,6 +36,7 @@ engine need the small one.
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import ctypes.util
 import logging
@@ -56,6 +57,7 @@ from polyir.cpu.args import ArgumentBinder
 from polyir.cpu.cache import CompileCache, cache_key, compiler_fingerprint, default_cache_dir
 from polyir.cpu.entry import emit_entry
 from polyir.cpu.hooks import CpuHooks
+from polyir.cpu.llvm_worker import LLVMCrash, LLVMWorker
 from polyir.cpu.omp import openmp
 from polyir.cpu.split import Kernel, SplitFunction, group_nodes, split_function, splittable
 from polyir.errors import CompileError
@@ -423,11 +425,48 @@ def _compile_unit(unit: _Unit, target: Target, times: StageTimes, provided: set[
         ref.verify()
     except RuntimeError as error:
         raise CompileError(f"{unit.what}: invalid LLVM IR from lowering: {error}") from None
-    with times.stage("optimise", unit.what):
-        optimise(ref, target.vector_bits, unit.speed_level)
-    _check_external_symbols(ref, unit.what, provided)
-    with times.stage("codegen", unit.what):
-        unit.object_code = target_machine(target.vector_bits).emit_object(ref)
+    machine = (_STATE["triple"], _STATE["cpu"], _STATE["features"] + vector_width_features(target.vector_bits))
+    with times.stage("optimise+codegen", unit.what):
+        try:
+            unit.object_code, externals = _isolated(unit, machine)
+        except OSError as error:   # no worker process: compile here
+            _LOG.warning("polyir: no LLVM worker process (%s); compiling in this process", error)
+            optimise(ref, target.vector_bits, unit.speed_level)
+            _check_external_symbols(ref, unit.what, provided)
+            unit.object_code = target_machine(target.vector_bits).emit_object(ref)
+            return
+    _check_external_names(externals, unit.what, provided)
+
+
+_WORKER = LLVMWorker()
+atexit.register(_WORKER.close)
+
+
+def _isolated(unit: _Unit, machine: tuple[str, str, str]) -> tuple[bytes, list[str]]:
+    """Object code and external functions of ``unit`` from the LLVM worker
+    (``polyir.cpu.llvm_worker``); when LLVM aborts there, again without the
+    loop vectoriser; a second abort is a ``CompileError``."""
+    try:
+        return _WORKER.compile(unit.llvm_ir, machine, unit.speed_level, vectorize=True)
+    except LLVMCrash as crash:
+        _LOG.warning("polyir: %s: LLVM aborted (%s); compiling it again without the loop vectoriser",
+                     unit.what, crash)
+        first = crash
+    except RuntimeError as error:
+        raise CompileError(f"{unit.what}: LLVM failed: {error}") from None
+    try:
+        return _WORKER.compile(unit.llvm_ir, machine, unit.speed_level, vectorize=False)
+    except (LLVMCrash, RuntimeError) as again:
+        raise CompileError(f"{unit.what}: LLVM aborted while optimising ({first}), and again "
+                           f"without the loop vectoriser ({again})") from None
+
+
+def _check_external_names(names: list[str], function: str, provided: set[str]) -> None:
+    """:func:`_check_external_symbols` for the names the worker reported."""
+    for name in names:
+        if name not in provided and not llvm.address_of_symbol(name):
+            raise CompileError(f"function '{function}': external function '{name}' is not "
+                               f"available in this process")
 
 
 def _units(module: Module, target: Target, fast_math: bool, host: str, fingerprint: str

@@ -81,8 +81,10 @@ def _stack(layers: int) -> torch.nn.Module:
 
 
 @pytest.mark.parametrize("target", ["interpret", "cpu"])
-def test_identical_layers_compile_to_the_ir_and_remarks_of_deciding_each_alone(monkeypatch, target) -> None:
+def test_identical_layers_compile_to_the_ir_and_remarks_of_deciding_each_alone(monkeypatch, tmp_path,
+                                                                              target) -> None:
     model, x = _stack(4), torch.randn(3, 24)
+    monkeypatch.setenv("POLYIR_CACHE_DIR", str(tmp_path / "first"))  # both compiles run the passes
     calls: dict[str, int] = {}
     for module, name in ((policy, "try_pair"), (privatize, "plan_shrink"), (distribute, "_distribute_nest")):
         original = getattr(module, name)
@@ -112,6 +114,7 @@ def test_identical_layers_compile_to_the_ir_and_remarks_of_deciding_each_alone(m
 
     for module in (policy, privatize, distribute):
         monkeypatch.setattr(module, "canonical_form", never_equal)
+    monkeypatch.setenv("POLYIR_CACHE_DIR", str(tmp_path / "second"))
     alone = compile_once()
     assert remembered == alone
     assert with_memo["try_pair"] < calls["try_pair"]

@@ -1,0 +1,76 @@
+"""The LLVM worker: an LLVM abort is an error and a retry, never the end of the process."""
+from __future__ import annotations
+
+import logging
+import sys
+
+import numpy as np
+import pytest
+
+import polyir
+from polyir.cpu import jit
+from polyir.cpu.llvm_worker import LLVMCrash, LLVMWorker
+from polyir.target import cpu
+
+TEXT = """func double(y: f32[N], x: f32[N]) {
+  for i = 0 to N {
+    S0: y[i] = x[i] * 2.0
+  }
+}"""
+
+
+def test_a_worker_that_dies_is_a_crash_with_its_last_words() -> None:
+    dying = LLVMWorker([sys.executable, "-c", "import os, sys; sys.stderr.write('Assertion failed\\n'); "
+                                              "sys.stderr.flush(); os.abort()"])
+    with pytest.raises(LLVMCrash, match=r"signal 6\): Assertion failed"):
+        dying.compile("", ("x86_64-unknown-linux-gnu", "generic", ""), 3, True)
+
+
+def test_the_worker_restarts_after_it_is_killed(tmp_path) -> None:
+    worker = LLVMWorker()
+    module = polyir.parse(TEXT)
+    jit.build_cpu(module, cpu(1), cache_dir=None)          # initialises the host facts
+    ir_text = jit.lower_to_llvm(module, cpu(1), False)
+    machine = (jit._STATE["triple"], jit._STATE["cpu"], jit._STATE["features"])
+    code, _ = worker.compile(ir_text, machine, 3, True)
+    assert code
+    assert worker._process is not None
+    worker._process.kill()
+    worker._process.wait()
+    again, _ = worker.compile(ir_text, machine, 3, True)    # a new worker, the same object
+    assert again == code
+    with pytest.raises(RuntimeError, match="expected"):      # an LLVM error is reported, not a crash
+        worker.compile("this is not LLVM IR", machine, 3, True)
+    worker.close()
+
+
+def test_an_abort_in_the_vectoriser_recompiles_without_it(monkeypatch, caplog) -> None:
+    real = jit._WORKER
+    asked: list[bool] = []
+
+    class AbortsWhenVectorising:
+        def compile(self, llvm_ir, machine, speed_level, vectorize):  # noqa: ANN001, ANN201
+            asked.append(vectorize)
+            if vectorize:
+                raise LLVMCrash("the LLVM worker died (signal 6): VPlan cost model and legacy cost model disagreed")
+            return real.compile(llvm_ir, machine, speed_level, vectorize)
+
+    monkeypatch.setattr(jit, "_WORKER", AbortsWhenVectorising())
+    with caplog.at_level(logging.WARNING, logger="polyir"):
+        executable = jit.build_cpu(polyir.parse(TEXT), cpu(1), cache_dir=None)
+    x = np.arange(7, dtype=np.float32)
+    y = np.zeros_like(x)
+    executable(y, x)
+    np.testing.assert_array_equal(y, 2 * x)
+    assert asked == [True, False]
+    assert "without the loop vectoriser" in caplog.text
+
+
+def test_two_aborts_are_a_compile_error(monkeypatch) -> None:
+    class AlwaysAborts:
+        def compile(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN201
+            raise LLVMCrash("the LLVM worker died (signal 6): no message")
+
+    monkeypatch.setattr(jit, "_WORKER", AlwaysAborts())
+    with pytest.raises(polyir.CompileError, match="again without the loop vectoriser"):
+        jit.build_cpu(polyir.parse(TEXT), cpu(1), cache_dir=None)
