@@ -42,6 +42,7 @@ import ctypes.util
 import logging
 import os
 import threading
+import time
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -417,37 +418,75 @@ class _Unit:
     hit: bool = False
 
 
-def _compile_unit(unit: _Unit, target: Target, times: StageTimes, provided: set[str]) -> None:
-    with times.stage("lower", unit.what):
-        unit.llvm_ir = unit.lower()
-    try:
-        ref = llvm.parse_assembly(unit.llvm_ir)
-        ref.verify()
-    except RuntimeError as error:
-        raise CompileError(f"{unit.what}: invalid LLVM IR from lowering: {error}") from None
-    machine = (_STATE["triple"], _STATE["cpu"], _STATE["features"] + vector_width_features(target.vector_bits))
-    with times.stage("optimise+codegen", unit.what):
+def _compile_units(units: list[_Unit], target: Target, times: StageTimes, provided: set[str],
+                   progress: Progress | None = None) -> None:
+    """Object code for every unit: lowered (and verified) here, then optimised and
+    emitted by the LLVM workers, up to one per core at a time."""
+    refs = []
+    for unit in units:
+        with times.stage("lower", unit.what):
+            unit.llvm_ir = unit.lower()
         try:
-            unit.object_code, externals = _isolated(unit, machine)
-        except OSError as error:   # no worker process: compile here
-            _LOG.warning("polyir: no LLVM worker process (%s); compiling in this process", error)
-            optimise(ref, target.vector_bits, unit.speed_level)
-            _check_external_symbols(ref, unit.what, provided)
-            unit.object_code = target_machine(target.vector_bits).emit_object(ref)
-            return
-    _check_external_names(externals, unit.what, provided)
+            ref = llvm.parse_assembly(unit.llvm_ir)
+            ref.verify()
+        except RuntimeError as error:
+            raise CompileError(f"{unit.what}: invalid LLVM IR from lowering: {error}") from None
+        refs.append(ref)
+    machine = (_STATE["triple"], _STATE["cpu"], _STATE["features"] + vector_width_features(target.vector_bits))
+    lanes = min(len(units), len(_WORKERS))
+    done: list[_Unit] = []
+    failures: list[BaseException] = []
+    counter = threading.Lock()
+
+    def lane(k: int) -> None:
+        for index in range(k, len(units), lanes):
+            if failures:
+                return
+            unit = units[index]
+            start = time.perf_counter()
+            try:
+                unit.object_code, externals = _isolated(unit, machine, _WORKERS[k])
+                _check_external_names(externals, unit.what, provided)
+            except OSError as error:   # no worker process: compile here
+                _LOG.warning("polyir: no LLVM worker process (%s); compiling in this process", error)
+                with counter:
+                    optimise(refs[index], target.vector_bits, unit.speed_level)
+                    _check_external_symbols(refs[index], unit.what, provided)
+                    unit.object_code = target_machine(target.vector_bits).emit_object(refs[index])
+            except BaseException as error:  # re-raised in the caller's thread
+                failures.append(error)
+                return
+            _LOG.debug("%s: optimise+codegen %.3f s", unit.what, time.perf_counter() - start)
+            with counter:
+                done.append(unit)
+                if progress is not None:
+                    progress.step(len(done))
+
+    with times.stage("optimise+codegen"):
+        if lanes <= 1:
+            lane(0)
+        else:
+            threads = [threading.Thread(target=lane, args=(k,), daemon=True) for k in range(lanes)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+    if failures:
+        raise failures[0]
 
 
-_WORKER = LLVMWorker()
-atexit.register(_WORKER.close)
+_WORKERS = [LLVMWorker() for _ in range(max(1, min(4, os.cpu_count() or 1)))]
+"""One LLVM worker process per core (at most 4), each started on first use."""
+for _worker in _WORKERS:
+    atexit.register(_worker.close)
 
 
-def _isolated(unit: _Unit, machine: tuple[str, str, str]) -> tuple[bytes, list[str]]:
+def _isolated(unit: _Unit, machine: tuple[str, str, str], worker: LLVMWorker) -> tuple[bytes, list[str]]:
     """Object code and external functions of ``unit`` from the LLVM worker
     (``polyir.cpu.llvm_worker``); when LLVM aborts there, again without the
     loop vectoriser; a second abort is a ``CompileError``."""
     try:
-        return _WORKER.compile(unit.llvm_ir, machine, unit.speed_level, vectorize=True)
+        return worker.compile(unit.llvm_ir, machine, unit.speed_level, vectorize=True)
     except LLVMCrash as crash:
         _LOG.warning("polyir: %s: LLVM aborted (%s); compiling it again without the loop vectoriser",
                      unit.what, crash)
@@ -455,7 +494,7 @@ def _isolated(unit: _Unit, machine: tuple[str, str, str]) -> tuple[bytes, list[s
     except RuntimeError as error:
         raise CompileError(f"{unit.what}: LLVM failed: {error}") from None
     try:
-        return _WORKER.compile(unit.llvm_ir, machine, unit.speed_level, vectorize=False)
+        return worker.compile(unit.llvm_ir, machine, unit.speed_level, vectorize=False)
     except (LLVMCrash, RuntimeError) as again:
         raise CompileError(f"{unit.what}: LLVM aborted while optimising ({first}), and again "
                            f"without the loop vectoriser ({again})") from None
@@ -525,10 +564,9 @@ def build_cpu(module: Module, target: Target, cache_dir: Any = DEFAULT,
                     unit.llvm_ir, unit.object_code, unit.hit = entry.llvm_ir, entry.object_code, True
         missing = [unit for unit in units if not unit.hit]
         progress = Progress(_LOG, what, "kernel", len(missing))
-        for done, unit in enumerate(missing, 1):
-            _compile_unit(unit, target, times, provided)
+        _compile_units(missing, target, times, provided, progress)
+        for unit in missing:
             _store(cache, unit, module, target, fast_math)
-            progress.step(done)
         build = _Build(module, target, units, calls, fast_math, split, check_bounds)
         try:
             with times.stage("load"):
@@ -543,7 +581,8 @@ def build_cpu(module: Module, target: Target, cache_dir: Any = DEFAULT,
             for unit in hits:
                 cache.invalidate(unit.key)
                 unit.hit = False
-                _compile_unit(unit, target, times, provided)
+            _compile_units(hits, target, times, provided)
+            for unit in hits:
                 _store(cache, unit, module, target, fast_math)
             executable = build.executable()
         if cache.stored:

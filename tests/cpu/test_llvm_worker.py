@@ -45,7 +45,7 @@ def test_the_worker_restarts_after_it_is_killed(tmp_path) -> None:
 
 
 def test_an_abort_in_the_vectoriser_recompiles_without_it(monkeypatch, caplog) -> None:
-    real = jit._WORKER
+    real = jit._WORKERS[0]
     asked: list[bool] = []
 
     class AbortsWhenVectorising:
@@ -55,7 +55,7 @@ def test_an_abort_in_the_vectoriser_recompiles_without_it(monkeypatch, caplog) -
                 raise LLVMCrash("the LLVM worker died (signal 6): VPlan cost model and legacy cost model disagreed")
             return real.compile(llvm_ir, machine, speed_level, vectorize)
 
-    monkeypatch.setattr(jit, "_WORKER", AbortsWhenVectorising())
+    monkeypatch.setattr(jit, "_WORKERS", [AbortsWhenVectorising()])
     with caplog.at_level(logging.WARNING, logger="polyir"):
         executable = jit.build_cpu(polyir.parse(TEXT), cpu(1), cache_dir=None)
     x = np.arange(7, dtype=np.float32)
@@ -71,6 +71,40 @@ def test_two_aborts_are_a_compile_error(monkeypatch) -> None:
         def compile(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN201
             raise LLVMCrash("the LLVM worker died (signal 6): no message")
 
-    monkeypatch.setattr(jit, "_WORKER", AlwaysAborts())
+    monkeypatch.setattr(jit, "_WORKERS", [AlwaysAborts()])
     with pytest.raises(polyir.CompileError, match="again without the loop vectoriser"):
         jit.build_cpu(polyir.parse(TEXT), cpu(1), cache_dir=None)
+
+
+def test_the_objects_of_one_build_compile_on_several_workers_at_once(monkeypatch) -> None:
+    seen: list[int] = []
+
+    class Recording:
+        def __init__(self, k: int):
+            self.k = k
+
+        def compile(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN201
+            seen.append(self.k)
+            return real.compile(*args, **kwargs)
+
+    real = LLVMWorker()
+    monkeypatch.setattr(jit, "_WORKERS", [Recording(0), Recording(1)])
+    monkeypatch.setattr(jit, "WHOLE_FUNCTION_NESTS", 0)       # every nest its own object
+    executable = jit.build_cpu(polyir.parse(TWO_KERNELS), cpu(1), cache_dir=None)
+    x = np.arange(6, dtype=np.float32)
+    y, z = np.zeros_like(x), np.zeros_like(x)
+    executable(y, z, x)
+    np.testing.assert_array_equal(y, 2 * x)
+    np.testing.assert_array_equal(z, x + 3)
+    assert sorted(set(seen)) == [0, 1]
+    real.close()
+
+
+TWO_KERNELS = """func two(y: f32[N], z: f32[N], x: f32[N]) {
+  for i = 0 to N {
+    S0: y[i] = x[i] * 2.0
+  }
+  for i2 = 0 to N {
+    S1: z[i2] = x[i2] + 3.0
+  }
+}"""
