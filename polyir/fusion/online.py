@@ -73,6 +73,7 @@ from polyir.fusion.online_match import (
     match_region,
     plan_region,
 )
+from polyir.fusion.online_rows import RowsRefused, block_rows
 from polyir.ir.affine import Aff
 from polyir.ir.names import claim_name, names_in
 from polyir.ir.nodes import (
@@ -92,9 +93,13 @@ from polyir.ir.nodes import (
 )
 from polyir.ir.walk import (
     buffer_accesses,
+    loads,
     map_loads,
+    statements,
     substitute,
 )
+
+DEFAULT_ROWS = 1
 
 
 @dataclass(frozen=True)
@@ -108,7 +113,7 @@ class OnlineResult:
 
 # ---------------------------------------------------------------- emission
 def _emit(block: tuple[Node, ...], region: Region, plan: Plan, function: Function, tile: int,
-          taken: set[str]) -> tuple[Node, ...]:
+          taken: set[str], made: set[str]) -> tuple[Node, ...]:
     maximum = region.maximum
     j = region.canonical
     m = maximum.acc.load()
@@ -118,13 +123,17 @@ def _emit(block: tuple[Node, ...], region: Region, plan: Plan, function: Functio
     jt = claim_name(f"{j}_tile", taken)
     tile_index = Aff.var(j) - Aff.var(jt)
     lower, upper = plan.bounds
+    made.add(jt)
+    # a bound that varies (a row's first key) stays on the j loops, so that the
+    # key tiles may start earlier (see online_rows)
+    j_lower = (Aff.var(jt),) + tuple(b for b in lower if not b.is_constant)
 
     def stmt(buffer: str, indices: tuple, value: Expr) -> Assign:
         return Assign(claim_name("OS", taken), buffer, indices, value)
 
     def tile_loop(body: tuple[Node, ...]) -> For:
         var = claim_name(j, taken)
-        return For(var, (Aff.var(jt),), tuple(upper) + (Aff.var(jt) + tile,),
+        return For(var, j_lower, tuple(upper) + (Aff.var(jt) + tile,),
                    substitute(body, {j: Aff.var(var)}))
 
     def scalar(base: str) -> Buffer:
@@ -300,7 +309,7 @@ def _describe(region: Region, plan: Plan, tile: int) -> str:
 
 
 def _rewrite_block(block: tuple[Node, ...], function: Function, tile: int, taken: set[str],
-                   notes: list[tuple[str, str, str]]) -> tuple[Node, ...]:
+                   notes: list[tuple[str, str, str]], made: set[str]) -> tuple[Node, ...]:
     start = 0
     while start < len(block):
         region = match_region(block, start)
@@ -314,11 +323,11 @@ def _rewrite_block(block: tuple[Node, ...], function: Function, tile: int, taken
             notes.append((where, f"max reduction not fused: {why}", "missed"))
             start = region.stop
             continue
-        block = _emit(block, region, plan, function, tile, taken)
+        block = _emit(block, region, plan, function, tile, taken, made)
         notes.append((where, _describe(region, plan, tile), "applied"))
         for why in plan.reasons:
             notes.append((where, f"left as it is: {why}", "missed"))
-        return _rewrite_block(block, function, tile, taken, notes)
+        return _rewrite_block(block, function, tile, taken, notes, made)
     return block
 
 
@@ -327,34 +336,78 @@ def _drop_unused(locals_: tuple[Buffer, ...], body: tuple[Node, ...]) -> tuple[B
     return tuple(b for b in locals_ if b.name in reads | writes)
 
 
-def online_reductions(function: Function, tile: int = DEFAULT_TILE) -> OnlineResult:
+def _shares_an_operand(tiles: For, row: str) -> bool:
+    """Whether the key tile reads a buffer at subscripts free of the row
+    variable (keys, values): what a block of rows reuses."""
+    for s in statements(tiles.body):
+        if isinstance(s, Assign) and any(
+                not any(isinstance(i, Aff) and row in i.variables() for i in load.indices)
+                and not _is_local(load.buffer, tiles) for load in loads(s.value)):
+            return True
+    return False
+
+
+def _is_local(buffer: str, tiles: For) -> bool:
+    return any(b.name == buffer for b in tiles.locals)
+
+
+def _block(node: For, made: set[str], rows: int, taken: set[str], where: str,
+           notes: list[tuple[str, str, str]]) -> For:
+    """``node`` with its rows blocked (``online_rows.block_rows``) when it holds
+    one key traversal that reads an operand every row shares."""
+    tiles = [n for n in node.body if isinstance(n, For) and n.var in made]
+    if rows < 2 or not tiles:
+        return node
+    if len(tiles) > 1:
+        notes.append((where, f"rows not blocked: {len(tiles)} key traversals in one row", "missed"))
+        return node
+    if not _shares_an_operand(tiles[0], node.var):
+        return node       # softmax rows: nothing is reused across rows
+    try:
+        blocked = block_rows(node, tiles[0], rows, taken)
+    except RowsRefused as error:
+        notes.append((where, f"rows not blocked: {error}", "missed"))
+        return node
+    notes.append((where, f"rows of loop '{node.var}' in blocks of {rows} against each key tile "
+                  f"(loop '{blocked.var}')", "applied"))
+    return blocked
+
+
+def online_reductions(function: Function, tile: int = DEFAULT_TILE, rows: int = DEFAULT_ROWS) -> OnlineResult:
     """Rewrite every cascade of a max and the reductions that use it through
     ``exp(x - max)`` (see the module docstring) into one traversal over tiles
-    of ``tile`` values; returns the function (the same object when nothing
-    matched) and the notes for the remarks. Raises ``ValueError`` for a tile < 1."""
+    of ``tile`` values; where the traversal is the body of a row loop and
+    reads keys every row shares, ``rows`` rows traverse each tile together
+    (``polyir.fusion.online_rows``; ``rows=1``: one row at a time). Returns the
+    function (the same object when nothing matched) and the notes for the
+    remarks. Raises ``ValueError`` for a tile or rows < 1."""
     if tile < 1:
         raise ValueError(f"tile must be >= 1, not {tile}")
+    if rows < 1:
+        raise ValueError(f"rows must be >= 1, not {rows}")
     notes: list[tuple[str, str, str]] = []
     taken = names_in(function)
     current = function
+    made: set[str] = set()
 
     def rewrite_loops(nodes: tuple[Node, ...]) -> tuple[Node, ...]:
         result: list[Node] = []
         for node in nodes:
             if isinstance(node, For):
-                body = _rewrite_block(rewrite_loops(node.body), current, tile, taken, notes)
+                body = _rewrite_block(rewrite_loops(node.body), current, tile, taken, notes, made)
                 if body != node.body:
                     node = replace(node, body=body, locals=_drop_unused(node.locals, body))
+                    node = _block(node, made, rows, taken, f"function '{current.name}'", notes)
             elif isinstance(node, If):
                 node = replace(node, then_body=rewrite_loops(node.then_body),
                                else_body=rewrite_loops(node.else_body))
             result.append(node)
         return tuple(result)
 
-    body = _rewrite_block(rewrite_loops(function.body), current, tile, taken, notes)
+    body = _rewrite_block(rewrite_loops(function.body), current, tile, taken, notes, made)
     if body == function.body:
         return OnlineResult(function, notes)
     return OnlineResult(replace(function, body=body, locals=_drop_unused(function.locals, body)), notes)
 
 
-__all__ = ["DEFAULT_TILE", "OnlineResult", "cascade_depth", "online_reductions", "pull_consumers"]
+__all__ = ["DEFAULT_ROWS", "DEFAULT_TILE", "OnlineResult", "cascade_depth", "online_reductions", "pull_consumers"]

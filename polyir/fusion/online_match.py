@@ -475,5 +475,21 @@ def cascade_depth(nest: Node) -> int | None:
 
 
 
+def as_reduction(init: Node, loop: Node, op: str) -> Reduction | None:
+    """``init; loop`` as a reduction ``acc = acc op operand`` (``op`` ``"max"`` or
+    ``"+"``) over a plain loop, or ``None``."""
+    return _reduction(init, loop, op)
+
+
+def same_range(a: For, b: For) -> bool:
+    """Whether loops ``a`` and ``b`` have the same bounds and step."""
+    return _same_range(a, b)
+
+
+def mentions(expr: Expr, var: str) -> bool:
+    """Whether ``expr`` uses the variable ``var`` (as a value or in a subscript)."""
+    return _mentions(expr, var)
+
+
 __all__ = ["DEFAULT_TILE", "NEG_INF", "Accumulator", "Plan", "Reduction", "Region", "apply_post",
-           "cascade_depth", "match_region", "plan_region"]
+           "as_reduction", "cascade_depth", "match_region", "mentions", "plan_region", "same_range"]
