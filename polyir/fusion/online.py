@@ -24,6 +24,11 @@ into the tile loop when nothing else reads ``x``, so no more than one tile of
 it exists; where it sets ``x[j] = -inf`` under an affine guard (a causal
 mask), the guard becomes the tile loop's bounds.
 
+With ``rows=B > 1`` a row loop whose body is such a traversal, reading keys
+every row shares, runs blocks of ``B`` rows against each tile
+(:mod:`polyir.fusion.online_rows`). Recognition and the rule's checks are
+:mod:`polyir.fusion.online_match`; this module builds the traversal.
+
 **The rule and when it applies** (checked; otherwise a remark says which
 condition failed and the reductions stay as they are):
 
