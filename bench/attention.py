@@ -23,8 +23,10 @@ from bench.models import compile_inductor, make
 from bench.timing import interleaved_medians, ratio, record_medians
 
 NOTE = ("polyir: default pipeline (online-reductions); polyir_rows: fuse,shrink-buffers only; "
-        "ratios are polyir over the peer")
+        "polyir_blocked: online-reductions{rows=48 tile=192}; ratios are polyir over the peer")
 BEFORE = "fuse,shrink-buffers"
+BLOCKED = "fuse,online-reductions{rows=48 tile=192},single-pass-moments,shrink-buffers,distribute,auto-tile"
+"""polyir_blocked: 48 query rows against each key tile of 192 (``polyir.fusion.online_rows``)."""
 
 
 class Attention(torch.nn.Module):
@@ -39,17 +41,20 @@ class Attention(torch.nn.Module):
 
 
 def _row(label: str, model: torch.nn.Module, inputs: tuple[Any, ...], repeats: int,
-         with_rows: bool, with_inductor: bool = True) -> dict[str, Any]:
+         with_rows: bool, with_inductor: bool = True, with_blocked: bool = False) -> dict[str, Any]:
     target = cpu_target()
     with polyir_cache(session_dir("polyir")):
         fused = polyir.compile(model, inputs, target=target)
         rows = polyir.compile(model, inputs, target=target, pipeline=BEFORE) if with_rows else None
+        blocked = polyir.compile(model, inputs, target=target, pipeline=BLOCKED) if with_blocked else None
     contenders = {"polyir": lambda: fused(*inputs), "eager": lambda: model(*inputs)}
     if with_inductor:
         inductor = compile_inductor(model, inputs)
         contenders["inductor"] = lambda: inductor(*inputs)
     if rows is not None:
         contenders["polyir_rows"] = lambda: rows(*inputs)
+    if blocked is not None:
+        contenders["polyir_blocked"] = lambda: blocked(*inputs)
     with torch.no_grad():
         want = model(*inputs)
         error = float((fused(*inputs) - want).abs().max())
@@ -59,10 +64,13 @@ def _row(label: str, model: torch.nn.Module, inputs: tuple[Any, ...], repeats: i
     for peer in ("eager", "inductor", "polyir_rows"):
         if f"{peer}_s" in row:
             row[f"vs_{peer}"] = ratio(row["polyir_s"], row[f"{peer}_s"])
+    if "polyir_blocked_s" in row:
+        row["blocked_vs_eager"] = ratio(row["polyir_blocked_s"], row["eager_s"])
     print(f"  {label:34s} polyir {row['polyir_s'] * 1e3:8.2f} ms  eager {row['eager_s'] * 1e3:8.2f} ms"
           + (f"  inductor {row['inductor_s'] * 1e3:8.2f} ms" if with_inductor else "")
           + (f"  rows {row['polyir_rows_s'] * 1e3:8.2f} ms" if rows is not None else "")
-          + f"  x eager {row['vs_eager']:.2f}", flush=True)
+          + f"  x eager {row['vs_eager']:.2f}"
+          + (f"  blocked x eager {row['blocked_vs_eager']:.2f}" if blocked is not None else ""), flush=True)
     return row
 
 
@@ -83,7 +91,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                 q, k, v = (torch.randn(1, 1, length, depth) for _ in range(3))
                 label = f"sdpa T={length} D={depth}{' causal' if causal else ''}"
                 rows.append(_row(label, Attention(causal).eval(), (q, k, v), 5,
-                                 with_rows=length <= 1024))
+                                 with_rows=length <= 1024, with_blocked=True))
     model, inputs = make("transformer_block", 1)
     rows.append(_row("transformer_block b=1 (models section)", model.eval(), inputs, 5, with_rows=True))
     from bench.fusion import GPT2Block

@@ -30,8 +30,8 @@ from polyir.target import Target, resolve
 LOGGER = logging.getLogger("polyir.driver")
 
 _PIPELINES = {
-    "cpu": "fuse,online-reductions,shrink-buffers,distribute,auto-tile",
-    "interpret": "fuse,online-reductions,shrink-buffers",
+    "cpu": "fuse,online-reductions,single-pass-moments,shrink-buffers,distribute,auto-tile",
+    "interpret": "fuse,online-reductions,single-pass-moments,shrink-buffers",
     "cuda": "fuse,shrink-buffers,mark-parallel,gpu-tensorcore,gpu-map",
 }
 
@@ -41,8 +41,9 @@ def default_pipeline(target: Target | str | None = None) -> str:
 
     Every target: ``fuse,shrink-buffers`` (slicing fusion by the cost model,
     intermediates contracted to loop-scoped locals); the CPU and the
-    interpreter run ``online-reductions`` between them (softmax statistics
-    and attention in one traversal over key tiles); CPU adds
+    interpreter run ``online-reductions,single-pass-moments`` between them
+    (softmax statistics and attention in one traversal over key tiles; mean
+    and variance in one traversal for rows larger than L1); CPU adds
     ``distribute,auto-tile`` (perfect bands, then tiling, packing and register
     tiles from the Target's cache and register facts; exact: no sum changes
     order); CUDA adds ``mark-parallel,gpu-tensorcore,gpu-map`` (16-bit

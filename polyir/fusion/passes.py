@@ -11,8 +11,12 @@
 * ``shrink-buffers``: every local contracted to its footprint per iteration
   of the innermost loop around its accesses (``polyir.fusion.privatize``),
   then locals nothing reads removed with their writes.
-* ``online-reductions{tile=256}``: reduce-reduce fusion (``polyir.fusion.online``):
-  online softmax statistics and fused attention over key tiles.
+* ``online-reductions{tile=256 rows=1}``: reduce-reduce fusion (``polyir.fusion.online``):
+  online softmax statistics and fused attention over key tiles, ``rows``
+  query rows against each tile (``polyir.fusion.online_rows``).
+* ``single-pass-moments{min_bytes=-1}``: mean and variance sums in one
+  traversal (``polyir.fusion.moments``) for rows larger than ``min_bytes``
+  (``-1``: the Target's L1 size).
 """
 from __future__ import annotations
 
@@ -21,7 +25,8 @@ from dataclasses import dataclass, replace
 
 from polyir.context import PassContext
 from polyir.fusion.graph import NestGraph
-from polyir.fusion.online import DEFAULT_TILE, online_reductions, pull_consumers
+from polyir.fusion.moments import single_pass_moments
+from polyir.fusion.online import DEFAULT_ROWS, DEFAULT_TILE, online_reductions, pull_consumers
 from polyir.fusion.policy import FusionOptions, plan_and_fuse
 from polyir.fusion.privatize import shrink_buffers
 from polyir.fusion.producer_consumer import FusionRefused, fuse_into
@@ -166,21 +171,47 @@ class OnlineReductions:
     ``shrink-buffers``. Every rewrite and every cascade left alone is a remark."""
 
     tile: int = DEFAULT_TILE
+    rows: int = DEFAULT_ROWS
 
     def __post_init__(self) -> None:
         if self.tile < 1:
             raise ValueError(f"tile must be >= 1, not {self.tile}")
+        if self.rows < 1:
+            raise ValueError(f"rows must be >= 1, not {self.rows}")
 
     def run(self, module: Module, ctx: PassContext) -> Module:
         def change(function: Function) -> Function:
             original = function
             function, notes = pull_consumers(function, ctx.analyses.isl)
-            result = online_reductions(function, self.tile)
+            result = online_reductions(function, self.tile, self.rows)
             if result.function is function:
                 result = replace(result, function=original)   # pulling alone is no gain
                 notes = [n for n in notes if n[2] != "applied"]
             for where, why, kind in notes + result.notes:
                 ctx.remark("online-reductions", where, why, kind=kind)
+            return result.function
+
+        return _each_host(module, change)
+
+
+@register_pass("single-pass-moments")
+@dataclass(frozen=True)
+class SinglePassMoments:
+    """Mean and variance in one traversal (``polyir.fusion.moments``): the sum of
+    ``(x - mean)^2`` computed beside the sum of ``x`` as shifted sums with a
+    repair term, for rows larger than ``min_bytes`` (``-1``: the Target's L1
+    data cache, below which the second traversal reads cache). Every rewrite
+    and every refusal is a remark."""
+
+    min_bytes: int = -1
+
+    def run(self, module: Module, ctx: PassContext) -> Module:
+        limit = ctx.target.cache(1).size if self.min_bytes < 0 else self.min_bytes
+
+        def change(function: Function) -> Function:
+            result = single_pass_moments(function, limit)
+            for where, why, kind in result.notes:
+                ctx.remark("single-pass-moments", where, why, kind=kind)
             return result.function
 
         return _each_host(module, change)

@@ -237,6 +237,28 @@ def _accesses(nodes: Sequence[Node], buffer: str) -> tuple[list[tuple[Index, ...
 
 
 # ------------------------------------------------------------------ the mechanism
+def _declaring_loop(function: Function, buffer: str) -> For | None:
+    """The loop whose locals hold ``buffer``, or ``None`` for a function-level buffer."""
+    for node in walk_nodes(function.body):
+        if isinstance(node, For) and any(b.name == buffer for b in node.locals):
+            return node
+    return None
+
+
+def _without_expansion(footprint: Footprint, rank: int) -> Footprint:
+    """A loop-scoped local's footprint without the leading dimensions the
+    polyhedral model expands it along (its loops' variables, fixed below a
+    loop they enclose)."""
+    extra = footprint.relation.dim(isl.dim_type.out) - rank
+    if extra <= 0:
+        return footprint
+
+    def drop(relation: isl.Map) -> isl.Map:
+        return relation.project_out(isl.dim_type.out, 0, extra)
+    return replace(footprint, relation=drop(footprint.relation), reads=drop(footprint.reads),
+                   writes=drop(footprint.writes), box=footprint.box[extra:])
+
+
 def copy_buffer(function: Function, at: str, buffer: str, blocks: str | None = None,
                 order: Sequence[int] = (), name: str | None = None,
                 deps: Dependences | None = None, check: bool = True
@@ -253,8 +275,10 @@ def copy_buffer(function: Function, at: str, buffer: str, blocks: str | None = N
     if buffer not in buffers:
         raise UnsupportedNest(f"function '{function.name}' has no buffer '{buffer}'")
     source = buffers[buffer]
-    if any(b.name == buffer for b in function.loop_locals):
-        raise UnsupportedNest(f"'{buffer}' is a loop-scoped buffer already")
+    owner = _declaring_loop(function, buffer)
+    if owner is not None and not (owner is scope or any(n is scope for n in walk_nodes(owner.body))):
+        raise UnsupportedNest(f"'{buffer}' is a local of loop '{owner.var}', which does not enclose "
+                              f"loop '{at}'")
     subscripts, read, written = _accesses(scope.body, buffer)
     if not subscripts:
         raise UnsupportedNest(f"loop '{at}' does not access '{buffer}'")
@@ -299,6 +323,7 @@ def copy_buffer(function: Function, at: str, buffer: str, blocks: str | None = N
                                           f"'{blocks}'")
     else:
         footprint = loop_footprints(scop, at)[buffer]
+    footprint = _without_expansion(footprint, rank)
     outer_names = {v: f"o{k}" for k, v in enumerate(footprint.outer)}
     lowers, uppers, bases, extents = plan_dimensions(scop, footprint, source.shape, outer_names)
 

@@ -145,3 +145,50 @@ def test_tile_preserves_or_refuses_on_random_programs(module: Module) -> None:
     for order in ("forward", "reverse"):
         assert_preserves_or_refuses(lambda m: transform(m, f"tile{{loops={names} sizes={sizes}}}"),
                                     module, parallel_order=order)
+
+
+SCOPED_ACCUMULATOR = """func f(A: f32[N, K], B: f32[K, M], Y: f32[N]) {
+  for t = 0 to 2 {
+    local S: f32[N, M]
+    for i = 0 to N {
+      for j = 0 to M {
+        S0: S[i, j] = 0.0
+      }
+    }
+    for i2 = 0 to N {
+      for j2 = 0 to M {
+        for k = 0 to K {
+          S1: S[i2, j2] = S[i2, j2] + A[i2, k] * B[k, j2] + Y[i2]
+        }
+      }
+    }
+    for i3 = 0 to N {
+      S2: Y[i3] = 0.0
+      for j3 = 0 to M {
+        S3: Y[i3] = Y[i3] + S[i3, j3]
+      }
+    }
+  }
+}"""
+
+
+def test_copies_of_a_loop_scoped_local_below_its_loop() -> None:
+    # the online traversal's score tile: a local of an outer loop, register-tiled inside it
+    module = polyir.parse(SCOPED_ACCUMULATOR)
+    pipeline = ("tile{loops=i2,j2 sizes=2,3 names=ir,jr},"
+                "interchange{loops=ir,jr,i2,j2,k order=ir,jr,k,i2,j2},copies{at=jr buffers=S}")
+    result = transform(module, pipeline)
+    jr = next(loop for loop in _loops(result) if loop.var == "jr")
+    assert [b.name for b in jr.locals] == ["S_jr"]
+    _check(module, result)
+    inner = """func f(A: f32[N], Y: f32[N]) {
+  for t = 0 to 2 {
+    for i = 0 to N {
+      local R: f32[1]
+      S0: R[0] = A[i] * 2.0
+      S1: Y[i] = R[0] + 1.0
+    }
+  }
+}"""
+    with pytest.raises(PassError, match="does not enclose"):   # R lives in each iteration of i
+        transform(polyir.parse(inner), "copies{at=t buffers=R}")

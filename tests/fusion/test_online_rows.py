@@ -1,0 +1,107 @@
+"""Query blocking of the online traversal (``online-reductions{rows=B}``).
+
+Oracles: torch eager (SDPA with causal, boolean and additive masks, rows a
+mask empties, odd sizes, bf16), the interpreter on the unblocked program
+(random cascades with a shared operand), and the refusal remark when rows
+are not independent.
+"""
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import polyir
+from polyir.context import PassContext
+from polyir.ir.nodes import For
+from polyir.ir.walk import walk_nodes
+from polyir.passes import PipelineError, transform
+from polyir.testing import assert_preserves_or_refuses
+from tests.frontends.fx_support import Fn
+
+BLOCKED = "fuse,online-reductions{tile=4 rows=3},shrink-buffers,distribute,auto-tile"
+
+
+def _check(fn, *inputs, rtol: float = 2e-5, atol: float = 2e-5, blocked: bool = True) -> None:
+    module = Fn(fn)
+    compiled = polyir.compile(module, inputs, target="cpu", pipeline=BLOCKED, fallback=False)
+    got = compiled(*inputs)
+    with torch.no_grad():
+        want = module(*inputs)
+    torch.testing.assert_close(got, want, rtol=rtol, atol=atol, equal_nan=True)
+    remarks = compiled.summary()["remarks"]
+    assert any("in blocks of 3 against each key tile" in r for r in remarks) == blocked, remarks
+    depth = inputs[0].shape[-1]     # scores: one block x one tile; packed keys: one tile x depth
+    for segment in compiled.last_plan.segments:
+        for node in walk_nodes(segment.executable.ir.entry.body):
+            if isinstance(node, For):
+                for b in node.locals:
+                    count = 1
+                    for dim in b.shape:
+                        count *= dim.evaluate({})
+                    assert count <= max(3 * 4, 4 * depth), (b.name, count)
+
+
+@pytest.mark.parametrize("length, source, depth, causal", [(7, 11, 8, True), (5, 9, 16, False)])
+def test_sdpa_in_blocks_of_rows(length: int, source: int, depth: int, causal: bool) -> None:
+    torch.manual_seed(length)
+    q = torch.randn(1, 2, length, depth)
+    k, v = torch.randn(1, 2, source, depth), torch.randn(1, 2, source, depth)
+    _check(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=causal), q, k, v)
+
+
+def test_blocks_with_masks_that_empty_rows_and_bf16() -> None:
+    q, k, v = torch.randn(1, 1, 7, 8), torch.randn(1, 1, 10, 8), torch.randn(1, 1, 10, 8)
+    boolean = torch.rand(1, 1, 7, 10) > 0.4
+    boolean[0, 0, 4] = False                  # an empty row: eager gives 0
+    _check(lambda a, b, c, m: F.scaled_dot_product_attention(a, b, c, attn_mask=m), q, k, v, boolean)
+    half = [t.to(torch.bfloat16) for t in (q, k, v)]
+    # bf16: the casts around P.V keep it out of the traversal (only the
+    # statistics are online), so no key operand is shared and rows stay apart
+    _check(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=True), *half,
+           rtol=2e-2, atol=2e-2, blocked=False)
+
+
+# ------------------------------------------------ random row programs, interpreter
+def _rows_program(rng: random.Random) -> str:
+    """A row loop with a max cascade over keys shared by every row; the
+    written subscripts are sometimes not per row (then blocking is refused)."""
+    shared = rng.choice(["K[j, r]", "K[j, r] * 0.5"])
+    out = rng.choice(["Y[i, d]", "Y[i, d]", "Y[0, d]"])
+    lower = rng.choice(["0", "0", "i - 2"])      # a sliding window: a bound that varies by row
+    return "\n".join([
+        "func f(Q: f32[N, R], K: f32[M, R], V: f32[M, D], Y: f32[N, D]) {",
+        "  for i = 0 to N {",
+        "    local s: f32[M]", "    local m: f32[]", "    local l: f32[]",
+        f"    for j = max(0, {lower}) to M {{", "      S0: s[j] = 0.0", "      for r = 0 to R {",
+        f"        S1: s[j] = s[j] + Q[i, r] * {shared}", "      }", "    }",
+        "    S2: m[] = -inf", f"    for j1 = max(0, {lower}) to M {{", "      S3: m[] = max(m[], s[j1])", "    }",
+        "    S4: l[] = 0.0", f"    for j2 = max(0, {lower}) to M {{", "      S5: l[] = l[] + exp(s[j2] - m[])", "    }",
+        "    for d = 0 to D {", f"      S6: {out} = 0.0", f"      for j3 = max(0, {lower}) to M {{",
+        f"        S7: {out} = {out} + exp(s[j3] - m[]) / l[] * V[j3, d]", "      }", "    }",
+        "  }", "}"])
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_rows_preserved_or_left_alone(seed: int) -> None:
+    rng = random.Random(seed)
+    text = _rows_program(rng)
+    module = polyir.parse(text)
+    ctx = PassContext()
+    rows, tile = rng.choice([2, 3]), rng.choice([2, 3])
+    assert_preserves_or_refuses(
+        lambda m: transform(m, f"online-reductions{{tile={tile} rows={rows}}}", ctx=ctx), module,
+        rtol=2e-5, atol=2e-6, trials=2)
+    blocked = ctx.remarks_of("online-reductions", "applied")
+    if "Y[0, d]" in text:
+        assert not any("blocks of" in str(r) for r in blocked)
+        assert any("rows not blocked" in str(r) for r in ctx.remarks_of("online-reductions", "missed"))
+    else:
+        assert any("blocks of" in str(r) for r in blocked), ctx.remarks
+
+
+def test_rows_option_is_checked() -> None:
+    with pytest.raises(PipelineError, match="rows must be >= 1"):
+        transform(polyir.parse(_rows_program(random.Random(0))), "online-reductions{rows=0}")
