@@ -2,9 +2,9 @@
 
 ``python -m bench --sections tiling [--quick]`` (or ``python -m bench.tiling``)
 compiles the textbook kernel ``C = 0; C[i, j] += A[i, k] * B[k, j]`` (symbolic
-extents) with the default CPU pipeline (``fuse,shrink-buffers,distribute,
-auto-tile``; on 2 threads ``auto-tile{parallel=true}``, which runs the row
-blocks in parallel) and ``fast_math``
+extents) with the default CPU pipeline (``fuse,online-reductions,shrink-buffers,
+distribute,auto-tile``; on 2 threads ``auto-tile`` runs the row blocks in
+parallel, its default on a multi-core target) and ``fast_math``
 (as ``polyir.compile`` uses it), checks it against ``A @ B`` and times both,
 interleaved, for f32 and f64 at 256^3 ... 2048^3 (``--quick``: 256^3 on one
 thread), on 1 thread and on 2 threads (numpy's OpenBLAS is given the same
@@ -67,9 +67,7 @@ def bench_matmul(n: int, dtype: str, threads: int, repeats: int, pipeline: str |
                            "shape": f"{n}^3", "dtype": dtype, "threads": threads}
     target = cpu(threads)
     if pipeline is None:
-        pipeline = default_pipeline(target)
-        if threads > 1:
-            pipeline = pipeline.replace("auto-tile", "auto-tile{parallel=true}")
+        pipeline = default_pipeline(target)  # auto-tile runs the row blocks in parallel on 2
     start = time.perf_counter()
     executable = compile_ir(polyir.parse(MATMUL.format(t=dtype)), target, pipeline, cache_dir=None,
                             fast_math=True)

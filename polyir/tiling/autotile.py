@@ -20,9 +20,9 @@ unroll-and-jam, see :func:`proven_prefix`) (every statement instance mapped back
 the original through the origins the mechanisms report; the copy statements
 of the scratchpads are proven by their construction). A plan that fails to
 apply or to prove leaves the band as it was, and the next candidate is
-tried. With ``parallel`` (``auto-tile{parallel=true}``) the row-block loop
-of BLIS's plan is marked ``parallel`` on a multi-core target when no
-dependence relates two rows. Every decision is a remark: ``applied`` ones carry the plan as a
+tried. With ``parallel`` (the pass's default; ``auto-tile{parallel=false}``
+turns it off) the row-block loop of BLIS's plan is marked ``parallel`` on a
+multi-core target (``Target.cores > 1``) when no dependence relates two rows. Every decision is a remark: ``applied`` ones carry the plan as a
 pipeline string that ``polyir.transform`` replays, ``missed`` ones the reason
 (a dependence with two instances, an unsupported construct).
 

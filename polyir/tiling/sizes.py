@@ -27,8 +27,10 @@ Cache tiles (``Kc``, ``Mc``, ``Nc``), BLIS's loop order ``jc, kc, ic, jr, ir``:
   panels streaming through it;
 * ``Nc``: Polly's ``256 * Nr`` (the packed panel lives in L3) up to 4096;
 * when the row blocks are shared among several cores (``auto-tile{parallel=true}``
-  runs the ``ic`` loop in parallel): ``Mc`` is a quarter of the above, and at most
-  the rows one core gets when the extent is known;
+  runs the ``ic`` loop in parallel): ``Mc`` as above (each core packs its own
+  block into its own L2; a smaller block only reloads the right operand's
+  micro-panels more often), at most the rows one core gets when the extent is
+  known;
 
 every size clipped to the problem's extent (rounded up to the register
 tile) when the extent is a known constant.
@@ -136,11 +138,9 @@ def gemm_sizes(target: Target, elem_bytes: int, m: int | None = None, n: int | N
     mc = int(l2.size / (4 * kc * elem_bytes))
     mc = max(tile.mr, mc // tile.mr * tile.mr)
     nc = min(NC_QUOTIENT * tile.nr, NC_MAX)
-    if cores > 1:
-        # the row blocks (``ic``) are what the cores share: a few per core
-        mc = max(tile.mr, mc // 4 // tile.mr * tile.mr)
-        if m is not None:
-            mc = min(mc, _round_up(math.ceil(m / cores), tile.mr))
+    if cores > 1 and m is not None:
+        # the row blocks (``ic``) are what the cores share: at least one per core
+        mc = min(mc, _round_up(math.ceil(m / cores), tile.mr))
     if k is not None:
         kc = min(kc, k)
     if m is not None:
