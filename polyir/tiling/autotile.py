@@ -6,9 +6,11 @@ distribution) of every host function:
 
 1. a matrix-product-like band (``levels.contraction_roles``) with a
    rectangular iteration space and one reduction loop gets BLIS's plan
-   (``levels.gemm_plan``, sizes from ``sizes.gemm_sizes``); a smaller one, or
-   one with several reduction loops, the register tile alone
-   (``levels.register_plan``);
+   (``levels.gemm_plan``, sizes from ``sizes.gemm_sizes``); a smaller one,
+   one with several reduction loops, or a triangular one (``j <= i``: the
+   tiles are over-approximated, the full ones below the diagonal get the
+   micro-kernel with constant trip counts, the diagonal ones keep the exact
+   bounds) the register tile alone (``levels.register_plan``);
 2. any other band whose innermost loop walks memory with a stride gets the
    loop order with unit-stride innermost accesses, when a dependence does
    not forbid it (``levels.unit_stride_order``).
@@ -117,7 +119,7 @@ def candidate_plans(function: Function, chain: Sequence[For], target: Target,
     plans: list[TilePlan] = []
     band = tuple(loop.var for loop in chain)
     roles = contraction_roles(function, chain)
-    if roles is not None and roles.rectangular:
+    if roles is not None:
         plans += _contraction_plans(function, roles, target, gemm_work, register_work, parallel)
     for order in unit_stride_order(function, chain):
         plans.append(TilePlan(band, "order", order_plan(band, order),
@@ -135,7 +137,7 @@ def _contraction_plans(function: Function, c: Contraction, target: Target, gemm_
     plans: list[TilePlan] = []
     roles = f"rows {c.i}, columns {c.j}, reduction {', '.join(c.k)}"
     taken = names_in(function)
-    if len(c.k) == 1 and (amount is None or amount >= gemm_work):
+    if len(c.k) == 1 and c.rectangular and (amount is None or amount >= gemm_work):
         sizes = gemm_sizes(target, c.element_bytes, m, n, k, target.cores if parallel else 1)
         steps = gemm_plan(c, sizes, set(taken))
         blocks = next(step for step in steps if isinstance(step, Tile))
