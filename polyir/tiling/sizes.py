@@ -126,6 +126,18 @@ def register_tile(target: Target, elem_bytes: int, rows: int | None = None,
     return RegisterTile(best[2], best[1], nvec)
 
 
+def reduction_jam(target: Target, statements: int) -> int:
+    """How many rows of an innermost reduction (a matrix-vector product) to
+    unroll and jam: enough independent sums to hide the add latency
+    (``FMA_LATENCY * FMA_PER_CYCLE``), each statement's sums and loaded
+    values within half of the registers; a power of two (vectorisers pack
+    the copies)."""
+    wanted = FMA_LATENCY * FMA_PER_CYCLE
+    fits = max(8, target.vector_registers) // (2 * max(1, statements))
+    factor = max(1, min(wanted, fits))
+    return 1 << (factor.bit_length() - 1)
+
+
 def gemm_sizes(target: Target, elem_bytes: int, m: int | None = None, n: int | None = None,
                k: int | None = None, cores: int = 1) -> GemmSizes:
     """The tiles of a matrix product ``C[m, n] += A[m, k] * B[k, n]`` on
@@ -150,5 +162,5 @@ def gemm_sizes(target: Target, elem_bytes: int, m: int | None = None, n: int | N
     return GemmSizes(tile, max(1, kc), max(tile.mr, mc), max(tile.nr, nc))
 
 
-__all__ = ["RegisterTile", "GemmSizes", "register_tile", "gemm_sizes", "lanes",
+__all__ = ["RegisterTile", "GemmSizes", "register_tile", "gemm_sizes", "lanes", "reduction_jam",
            "FMA_LATENCY", "FMA_PER_CYCLE", "NC_QUOTIENT"]

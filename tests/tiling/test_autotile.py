@@ -238,6 +238,29 @@ def test_an_illegal_loop_order_is_refused_with_a_remark_naming_two_instances() -
     assert re.search(r"S0\(j=\d+, i=\d+\).*S0\(j=\d+, i=\d+\)", missed[0].why), missed[0].why
 
 
+MATVEC = """func mv(x1: f32[N], x2: f32[N], y1: f32[N], y2: f32[N], A: f32[N, N]) {
+  for i = 0 to N {
+    for j = 0 to N {
+      S0: x1[i] = x1[i] + A[i, j] * y1[j]
+      S1: x2[i] = x2[i] + A[j, i] * y2[j]
+    }
+  }
+}"""
+
+
+def test_matrix_vector_rows_jammed_around_the_reduction() -> None:
+    # moving i innermost would leave A[i, j] walking a column: the rows are
+    # unrolled and jammed instead (independent sums, each in its own order)
+    module = polyir.parse(MATVEC)
+    result, ctx = _auto_tile(module, TINY, "auto-tile")
+    applied = ctx.remarks_of("auto-tile", "applied")
+    assert len(applied) == 1 and applied[0].why.endswith("unroll-jam{loops=i factors=4}"), applied
+    jammed = [loop for loop in _all_loops(result) if loop.var == "j" and len(loop.body) == 8]
+    assert len(jammed) == 1
+    for n in (1, 4, 7):
+        assert_equivalent(module, result, trials=1, sizes={"N": n}, rtol=0, atol=0)
+
+
 def test_parallel_row_blocks_on_a_multi_core_target() -> None:
     module = polyir.parse(MATMUL)
     two = Target("cpu", cores=2, vector_bits=128, vector_registers=16, caches=TINY.caches,
