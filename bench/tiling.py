@@ -2,9 +2,9 @@
 
 ``python -m bench --sections tiling [--quick]`` (or ``python -m bench.tiling``)
 compiles the textbook kernel ``C = 0; C[i, j] += A[i, k] * B[k, j]`` (symbolic
-extents) with the default CPU pipeline (``fuse,shrink-buffers,distribute,
-auto-tile``; on 2 threads ``auto-tile{parallel=true}``, which runs the row
-blocks in parallel) and ``fast_math``
+extents) with the default CPU pipeline (``fuse,online-reductions,shrink-buffers,
+distribute,auto-tile``; on 2 threads ``auto-tile`` runs the row blocks in
+parallel, its default on a multi-core target) and ``fast_math``
 (as ``polyir.compile`` uses it), checks it against ``A @ B`` and times both,
 interleaved, for f32 and f64 at 256^3 ... 2048^3 (``--quick``: 256^3 on one
 thread), on 1 thread and on 2 threads (numpy's OpenBLAS is given the same
@@ -67,9 +67,7 @@ def bench_matmul(n: int, dtype: str, threads: int, repeats: int, pipeline: str |
                            "shape": f"{n}^3", "dtype": dtype, "threads": threads}
     target = cpu(threads)
     if pipeline is None:
-        pipeline = default_pipeline(target)
-        if threads > 1:
-            pipeline = pipeline.replace("auto-tile", "auto-tile{parallel=true}")
+        pipeline = default_pipeline(target)  # auto-tile runs the row blocks in parallel on 2
     start = time.perf_counter()
     executable = compile_ir(polyir.parse(MATMUL.format(t=dtype)), target, pipeline, cache_dir=None,
                             fast_math=True)
@@ -98,6 +96,41 @@ def bench_matmul(n: int, dtype: str, threads: int, repeats: int, pipeline: str |
     return row
 
 
+def bench_thread_scaling(n: int, repeats: int, set_threads: Callable[[int], None]) -> dict[str, Any]:
+    """One row: the f32 ``n``^3 product compiled for 1 and for 2 threads, and
+    numpy on 1 and 2 threads, all four timed interleaved (the fairest
+    comparison on a shared machine); ``polyir_2_vs_1`` = 2-thread time / 1-thread time."""
+    row: dict[str, Any] = {"name": "matmul 2 vs 1 threads", "shape": f"{n}^3", "dtype": "f32",
+                           "threads": 2}
+    executables = {}
+    for threads in (1, 2):
+        target = cpu(threads)
+        executables[threads] = compile_ir(polyir.parse(MATMUL.format(t="f32")), target,
+                                          default_pipeline(target), cache_dir=None, fast_math=True)
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((n, n)).astype(np.float32)
+    B = rng.standard_normal((n, n)).astype(np.float32)
+    C = np.empty((n, n), np.float32)
+    out = np.empty_like(C)
+
+    def numpy_on(threads: int) -> Callable[[], None]:
+        def call() -> None:
+            set_threads(threads)
+            np.matmul(A, B, out=out)
+        return call
+
+    samples = interleaved_medians({"polyir_1": lambda: executables[1](C, A, B),
+                                   "polyir_2": lambda: executables[2](C, A, B),
+                                   "numpy_1": numpy_on(1), "numpy_2": numpy_on(2)}, repeats)
+    seconds = {name: sample.median for name, sample in samples.items()}
+    row.update({f"{name}_s": value for name, value in seconds.items()})
+    row["polyir_s"], row["numpy_s"] = seconds["polyir_2"], seconds["numpy_2"]
+    row["ratio_vs_numpy"] = ratio(seconds["polyir_2"], seconds["numpy_2"])
+    row["polyir_2_vs_1"] = ratio(seconds["polyir_2"], seconds["polyir_1"])
+    row["numpy_2_vs_1"] = ratio(seconds["numpy_2"], seconds["numpy_1"])
+    return row
+
+
 def run(quick: bool) -> list[dict[str, Any]]:
     """Every row (see the module docstring)."""
     set_threads = _blas_threads()
@@ -115,6 +148,12 @@ def run(quick: bool) -> list[dict[str, Any]]:
                 print(f"  {row['name']} {dtype} {n}^3 {threads} thread(s): ratio "
                       f"{row.get('ratio_vs_numpy')} ({row.get('polyir_gflops')} vs "
                       f"{row.get('numpy_gflops')} GFLOPS) {row.get('note', '')}", flush=True)
+    if not quick and set_threads is not None:
+        for n in (1024, 2048):
+            row = bench_thread_scaling(n, 9 if n < 2048 else 5, set_threads)
+            rows.append(row)
+            print(f"  {row['name']} {n}^3: polyir {row['polyir_2_vs_1']}, numpy "
+                  f"{row['numpy_2_vs_1']} (2-thread time / 1-thread time)", flush=True)
     if not quick:
         if set_threads is not None:
             set_threads(1)
@@ -131,7 +170,8 @@ def main() -> None:
     rows = run(args.quick)
     print_table("matrix products (auto-tile) vs numpy", rows,
                 ["name", "shape", "dtype", "threads", "polyir_s", "numpy_s", "ratio_vs_numpy",
-                 "polyir_gflops", "numpy_gflops", "compile_s", "note"])
+                 "polyir_gflops", "numpy_gflops", "polyir_2_vs_1", "numpy_2_vs_1", "compile_s",
+                 "note"])
 
 
 if __name__ == "__main__":

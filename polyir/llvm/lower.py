@@ -484,6 +484,11 @@ class FunctionLowerer(ExprLowering):
 
     def lower_serial_loop(self, loop: For) -> None:
         self.ensure_locals(loop.locals)
+        hints = loop_hints(loop, None if "reassoc" in self.hooks.float_flags else self.function)
+        trips = constant_trip_count(loop)
+        if trips is not None:
+            self._lower_counted_loop(loop, trips, hints)
+            return
         lo, hi = self.loop_bounds(loop)
 
         def body(value: ir.Value) -> None:
@@ -491,9 +496,26 @@ class FunctionLowerer(ExprLowering):
             self.lower_body(loop.body)
             self.unbind(loop.var, previous)
 
-        self.emit_range_loop(lo, hi, loop.step, body, loop.var,
-                             loop_hints(loop, None if "reassoc" in self.hooks.float_flags
-                                        else self.function))
+        self.emit_range_loop(lo, hi, loop.step, body, loop.var, hints)
+
+    def _lower_counted_loop(self, loop: For, trips: int, hints: dict[str, int | None]) -> None:
+        """``loop`` (``for v = a to a + c``: ``trips`` iterations whatever ``a``)
+        as ``for t = 0 to trips: v = a + t*step``. The counter's trip count is a
+        constant LLVM sees in any context; on ``v < a + c`` it would have to
+        prove that ``a + c`` does not wrap, which it cannot when ``a`` comes from
+        an argument of unknown range (an outlined parallel body's enclosing
+        loop variables): the register tile's loops would then be neither fully
+        unrolled nor their accumulators promoted to registers."""
+        first = self.aff(loop.lower[0])
+
+        def body(counter: ir.Value) -> None:
+            value = self._add_nsw(first, self._mul_nsw(counter, ir.Constant(I64, loop.step)))
+            previous = self.bind(loop.var, value)
+            self.lower_body(loop.body)
+            self.unbind(loop.var, previous)
+
+        self.emit_range_loop(ir.Constant(I64, 0), ir.Constant(I64, trips), 1, body,
+                             f"{loop.var}.t", hints)
 
     def emit_range_loop(self, lo: ir.Value, hi: ir.Value, step: int,
                         body: Callable[[ir.Value], None], name: str = "i",
@@ -651,3 +673,15 @@ def lower_module(module: Module, hooks: LoweringHooks, names: Sequence[str] | No
         if names is None or function.name in names:
             lowered[function.name] = lower_function(llvm_module, function, hooks)
     return llvm_module, lowered
+
+
+def constant_trip_count(loop: For) -> int | None:
+    """The iteration count of ``loop`` when it has one lower and one upper bound
+    whose difference is a constant (``for v = a to a + c step s``: ``ceil(c/s)``,
+    0 when negative), whatever ``a``; ``None`` otherwise."""
+    if len(loop.lower) != 1 or len(loop.upper) != 1 or loop.step <= 0:
+        return None
+    extent = loop.upper[0] - loop.lower[0]
+    if not extent.is_constant:
+        return None
+    return max(0, -(-extent.constant // loop.step))

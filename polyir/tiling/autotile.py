@@ -6,12 +6,21 @@ distribution) of every host function:
 
 1. a matrix-product-like band (``levels.contraction_roles``) with a
    rectangular iteration space and one reduction loop gets BLIS's plan
-   (``levels.gemm_plan``, sizes from ``sizes.gemm_sizes``); a smaller one, or
-   one with several reduction loops, the register tile alone
-   (``levels.register_plan``);
+   (``levels.gemm_plan``, sizes from ``sizes.gemm_sizes``); a smaller one,
+   one with several reduction loops, or a triangular one (``j <= i``: the
+   tiles are over-approximated, the full ones below the diagonal get the
+   micro-kernel with constant trip counts, the diagonal ones keep the exact
+   bounds) the register tile alone (``levels.register_plan``);
 2. any other band whose innermost loop walks memory with a stride gets the
    loop order with unit-stride innermost accesses, when a dependence does
-   not forbid it (``levels.unit_stride_order``).
+   not forbid it (``levels.unit_stride_order``);
+3. a band whose innermost loop is a float reduction for all its statements
+   (a matrix-vector product: ``x[i] += A[i, j] * y[j]``) gets an outer loop
+   that every statement's element moves with unrolled and jammed into it
+   (``levels.jam_plan``, ``sizes.reduction_jam`` rows): independent sums
+   instead of one chain of dependent adds, each sum in its original order.
+   It is tried before an order whose innermost loop would still walk a
+   column (``levels.strided_along``), after the others.
 
 A plan is a pipeline of the explicit mechanism passes; it is applied without
 the per-step checks and proven once, against the original nest's
@@ -20,9 +29,9 @@ unroll-and-jam, see :func:`proven_prefix`) (every statement instance mapped back
 the original through the origins the mechanisms report; the copy statements
 of the scratchpads are proven by their construction). A plan that fails to
 apply or to prove leaves the band as it was, and the next candidate is
-tried. With ``parallel`` (``auto-tile{parallel=true}``) the row-block loop
-of BLIS's plan is marked ``parallel`` on a multi-core target when no
-dependence relates two rows. Every decision is a remark: ``applied`` ones carry the plan as a
+tried. With ``parallel`` (the pass's default; ``auto-tile{parallel=false}``
+turns it off) the row-block loop of BLIS's plan is marked ``parallel`` on a
+multi-core target (``Target.cores > 1``) when no dependence relates two rows. Every decision is a remark: ``applied`` ones carry the plan as a
 pipeline string that ``polyir.transform`` replays, ``missed`` ones the reason
 (a dependence with two instances, an unsupported construct).
 
@@ -55,13 +64,16 @@ from polyir.tiling.levels import (
     Contraction,
     contraction_roles,
     gemm_plan,
+    jam_plan,
     order_plan,
+    reduction_chains,
     register_plan,
+    strided_along,
     unit_stride_order,
     work,
 )
 from polyir.tiling.passes import Copies, Interchange, SplitTiles, Tile, UnrollJam
-from polyir.tiling.sizes import gemm_sizes, lanes, register_tile
+from polyir.tiling.sizes import gemm_sizes, lanes, reduction_jam, register_tile
 from polyir.tiling.split import split_tiles
 from polyir.tiling.tile import tile_band
 from polyir.tiling.unroll_jam import unroll_jam
@@ -72,7 +84,7 @@ Remark = Callable[[str, str, str], None]
 
 @dataclass(frozen=True)
 class TilePlan:
-    """One band's plan: ``kind`` (``gemm``, ``register`` or ``order``), the
+    """One band's plan: ``kind`` (``gemm``, ``register``, ``order`` or ``jam``), the
     mechanism passes ``steps`` and what the cost model chose (``why``)."""
 
     band: tuple[str, ...]
@@ -82,6 +94,13 @@ class TilePlan:
     parallel: tuple[str, ...] = ()
     """``(tile loop, band loop)``: the tile loop to run in parallel on a
     multi-core target when no dependence crosses two values of the band loop."""
+
+    @property
+    def band_order(self) -> tuple[str, ...]:
+        """The band's loop order after the plan's first interchange (an
+        ``order`` plan's new order), else the band as it was."""
+        first = self.steps[0] if self.steps else None
+        return first.order if isinstance(first, Interchange) else self.band
 
     @property
     def pipeline(self) -> str:
@@ -117,11 +136,20 @@ def candidate_plans(function: Function, chain: Sequence[For], target: Target,
     plans: list[TilePlan] = []
     band = tuple(loop.var for loop in chain)
     roles = contraction_roles(function, chain)
-    if roles is not None and roles.rectangular:
+    if roles is not None:
         plans += _contraction_plans(function, roles, target, gemm_work, register_work, parallel)
-    for order in unit_stride_order(function, chain):
-        plans.append(TilePlan(band, "order", order_plan(band, order),
-                              f"loop {order[-1]} innermost: unit-stride accesses"))
+    orders = [TilePlan(band, "order", order_plan(band, order),
+                       f"loop {order[-1]} innermost: unit-stride accesses")
+              for order in unit_stride_order(function, chain)]
+    # an order whose innermost loop still walks a column comes after the jam
+    plans += [p for p in orders if not strided_along(chain, p.band_order[-1])]
+    rows = reduction_chains(function, chain)
+    if rows is not None:
+        factor = reduction_jam(target, len(chain[-1].body))
+        plans.append(TilePlan(band, "jam", jam_plan(rows, factor),
+                              f"reduction along {chain[-1].var}: loop {rows} unrolled by {factor} "
+                              f"and jammed ({factor} independent sums per statement)"))
+    plans += [p for p in orders if strided_along(chain, p.band_order[-1])]
     return plans
 
 
@@ -135,7 +163,7 @@ def _contraction_plans(function: Function, c: Contraction, target: Target, gemm_
     plans: list[TilePlan] = []
     roles = f"rows {c.i}, columns {c.j}, reduction {', '.join(c.k)}"
     taken = names_in(function)
-    if len(c.k) == 1 and (amount is None or amount >= gemm_work):
+    if len(c.k) == 1 and c.rectangular and (amount is None or amount >= gemm_work):
         sizes = gemm_sizes(target, c.element_bytes, m, n, k, target.cores if parallel else 1)
         steps = gemm_plan(c, sizes, set(taken))
         blocks = next(step for step in steps if isinstance(step, Tile))

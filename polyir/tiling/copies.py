@@ -31,7 +31,10 @@ buffer goes through the copy (all subscripts must be affine), the copy holds
 the footprint's values at the start of the iteration, and the copy-back
 writes exactly the elements written (refused when those do not fill the
 copied box: writing back elements nobody wrote could race with another
-iteration). The copy is private to each iteration of ``at`` and of the
+iteration; a read buffer copies the whole box in first, so when no loop
+around is parallel the elements of the box nobody wrote go back unchanged,
+and a box that is not filled (a triangular tile) is accepted). The copy is
+private to each iteration of ``at`` and of the
 loops around it (``For.locals``). The statements' order is unchanged, which
 ``check_rewrite`` (ignoring the copy statements) confirms.
 
@@ -363,7 +366,8 @@ def copy_buffer(function: Function, at: str, buffer: str, blocks: str | None = N
                                    block_index, copy_in, True, taken))
         copy_names.append(copy_in)
     if written:
-        _require_written_box(scop, footprint, lowers, uppers, outer_names, buffer, at)
+        if not (read and _serial_around(function, scope)):
+            _require_written_box(scop, footprint, lowers, uppers, outer_names, buffer, at)
         copy_out = claim_name(f"{local_name}_out", taken)
         epilogue.append(_copy_nest(local_name, buffer, lowers, uppers, bases, order, None, None,
                                    copy_out, False, taken))
@@ -408,6 +412,13 @@ def _copy_nest(local: str, buffer: str, lowers: list[tuple[Aff, ...]], uppers: l
     if block_loop is not None and block_var is not None:
         nest = For(block_var, block_loop.lower, block_loop.upper, (nest,), step=block_loop.step)
     return nest
+
+
+def _serial_around(function: Function, scope: For) -> bool:
+    """Neither ``scope`` nor a loop around it is ``parallel``: no other iteration
+    runs while one iteration of ``scope`` holds its copy."""
+    return not scope.parallel and not any(find_loop(function, v).parallel
+                                          for v in enclosing_vars(function, scope))
 
 
 def _require_written_box(scop: Scop, footprint: Footprint, lowers: list[tuple[Aff, ...]],

@@ -21,7 +21,11 @@ Plans are data: tuples of pass instances (``Tile``, ``Interchange``,
 * :func:`register_plan`: the register tile alone (small products, several
   reduction loops);
 * :func:`order_plan`: an interchange giving the innermost loop unit-stride
-  accesses.
+  accesses;
+* :func:`jam_plan`: an innermost reduction loop (a matrix-vector product's
+  row sums) with several rows unrolled and jammed into it, so that
+  independent sums hide the latency of each add
+  (:func:`reduction_chains` finds the loop).
 """
 from __future__ import annotations
 
@@ -250,6 +254,60 @@ def unit_stride_order(function: Function, chain: Sequence[For]) -> list[tuple[st
     return [tuple([w for w in band if w != v] + [v]) for v in better]
 
 
+def strided_along(chain: Sequence[For], var: str) -> bool:
+    """Does an access of the band's statements walk memory with a stride along
+    ``var`` (``var`` in a subscript other than the last, or with a coefficient
+    other than +-1)? Such a loop innermost vectorises into gathers."""
+    for stmt in _statements(chain[-1].body):
+        for indices in [ld.indices for ld in expr_loads(stmt.value)] + [stmt.indices]:
+            affs = [affine_index(x) for x in indices]
+            for d, aff in enumerate(affs):
+                if aff is None or var not in aff.variables():
+                    continue
+                if d != len(affs) - 1 or abs(aff.coefficient(var)) != 1:
+                    return True
+    return False
+
+
+def reduction_chains(function: Function, chain: Sequence[For]) -> str | None:
+    """The band loop to unroll and jam around an innermost reduction: when
+    statements of the innermost loop accumulate (``X[f] = X[f] op e``) into a
+    float element that does not move with it (a chain of dependent
+    operations, one per iteration, that no vectoriser may reorder without
+    fast math), the innermost other band loop that every such statement's
+    element moves with (its unrolled copies are independent chains); else
+    ``None``. Other statements may share the loop (``bicg``'s column sums);
+    whether the jam is legal for them is the mechanism's proof."""
+    if len(chain) < 2:
+        return None
+    inner = chain[-1]
+    body = inner.body
+    if not body or not all(isinstance(n, Assign) for n in body):
+        return None
+    buffers = function.buffers
+    written: list[set[str]] = []
+    for stmt in body:
+        assert isinstance(stmt, Assign)
+        used = _vars(stmt.indices)
+        buffer = buffers.get(stmt.buffer)
+        if "<gather>" in used or inner.var in used or reduction_of(stmt) is None \
+                or buffer is None or not buffer.dtype.is_float:
+            continue  # not a chain (the unroll-and-jam proof covers it)
+        written.append(used)
+    if not written:
+        return None
+    for loop in reversed(chain[:-1]):
+        if all(loop.var in used for used in written) and loop.step == 1:
+            return loop.var
+    return None
+
+
+def jam_plan(var: str, factor: int) -> tuple[object, ...]:
+    """Unroll ``var`` by ``factor`` and jam the copies into the innermost loop:
+    ``factor`` independent accumulations per statement."""
+    return (UnrollJam((var,), (factor,), -1),)
+
+
 def order_plan(band: Sequence[str], order: Sequence[str]) -> tuple[object, ...]:
     """One interchange of ``band`` to ``order``."""
     return (Interchange(tuple(band), tuple(order)),)
@@ -266,4 +324,5 @@ def work(c: Contraction) -> int | None:
 
 
 __all__ = ["Contraction", "contraction_roles", "gemm_plan", "register_plan", "order_plan",
+           "jam_plan", "reduction_chains", "strided_along",
            "unit_stride_order", "stride_score", "trip_count", "work", "ELEMENT_BYTES"]

@@ -212,14 +212,15 @@ class AutoTile:
     pipeline of ``tile``/``interchange``/``copies``/``split-tiles``/``unroll-jam``
     passes; each band left alone says why. ``gemm_work`` and ``register_work``:
     the instance counts (known extents) from which each plan is used.
-    ``parallel``: on a multi-core target, mark the row-block loop of BLIS's
-    plan ``parallel`` (and size the row blocks per core); off by default
-    because LLVM does not keep the register tile in registers inside the
-    outlined parallel body yet (measured slower than one thread)."""
+    ``parallel`` (on by default; it acts only on a target with more than one
+    core, ``Target.cores``): mark the row-block loop of BLIS's plan
+    ``parallel`` (and size the row blocks per core), so that the OpenMP
+    runtime runs the row blocks on the cores, each with its own packed block
+    and the same micro-kernel; ``parallel=false`` keeps every loop serial."""
 
     gemm_work: int = 1 << 21
     register_work: int = 1 << 15
-    parallel: bool = False
+    parallel: bool = True
 
     def run(self, module: Module, ctx: PassContext) -> Module:
         from polyir.tiling.autotile import auto_tile_function

@@ -27,8 +27,10 @@ Cache tiles (``Kc``, ``Mc``, ``Nc``), BLIS's loop order ``jc, kc, ic, jr, ir``:
   panels streaming through it;
 * ``Nc``: Polly's ``256 * Nr`` (the packed panel lives in L3) up to 4096;
 * when the row blocks are shared among several cores (``auto-tile{parallel=true}``
-  runs the ``ic`` loop in parallel): ``Mc`` is a quarter of the above, and at most
-  the rows one core gets when the extent is known;
+  runs the ``ic`` loop in parallel): ``Mc`` as above (each core packs its own
+  block into its own L2; a smaller block only reloads the right operand's
+  micro-panels more often), at most the rows one core gets when the extent is
+  known;
 
 every size clipped to the problem's extent (rounded up to the register
 tile) when the extent is a known constant.
@@ -124,6 +126,18 @@ def register_tile(target: Target, elem_bytes: int, rows: int | None = None,
     return RegisterTile(best[2], best[1], nvec)
 
 
+def reduction_jam(target: Target, statements: int) -> int:
+    """How many rows of an innermost reduction (a matrix-vector product) to
+    unroll and jam: enough independent sums to hide the add latency
+    (``FMA_LATENCY * FMA_PER_CYCLE``), each statement's sums and loaded
+    values within half of the registers; a power of two (vectorisers pack
+    the copies)."""
+    wanted = FMA_LATENCY * FMA_PER_CYCLE
+    fits = max(8, target.vector_registers) // (2 * max(1, statements))
+    factor = max(1, min(wanted, fits))
+    return 1 << (factor.bit_length() - 1)
+
+
 def gemm_sizes(target: Target, elem_bytes: int, m: int | None = None, n: int | None = None,
                k: int | None = None, cores: int = 1) -> GemmSizes:
     """The tiles of a matrix product ``C[m, n] += A[m, k] * B[k, n]`` on
@@ -136,11 +150,9 @@ def gemm_sizes(target: Target, elem_bytes: int, m: int | None = None, n: int | N
     mc = int(l2.size / (4 * kc * elem_bytes))
     mc = max(tile.mr, mc // tile.mr * tile.mr)
     nc = min(NC_QUOTIENT * tile.nr, NC_MAX)
-    if cores > 1:
-        # the row blocks (``ic``) are what the cores share: a few per core
-        mc = max(tile.mr, mc // 4 // tile.mr * tile.mr)
-        if m is not None:
-            mc = min(mc, _round_up(math.ceil(m / cores), tile.mr))
+    if cores > 1 and m is not None:
+        # the row blocks (``ic``) are what the cores share: at least one per core
+        mc = min(mc, _round_up(math.ceil(m / cores), tile.mr))
     if k is not None:
         kc = min(kc, k)
     if m is not None:
@@ -150,5 +162,5 @@ def gemm_sizes(target: Target, elem_bytes: int, m: int | None = None, n: int | N
     return GemmSizes(tile, max(1, kc), max(tile.mr, mc), max(tile.nr, nc))
 
 
-__all__ = ["RegisterTile", "GemmSizes", "register_tile", "gemm_sizes", "lanes",
+__all__ = ["RegisterTile", "GemmSizes", "register_tile", "gemm_sizes", "lanes", "reduction_jam",
            "FMA_LATENCY", "FMA_PER_CYCLE", "NC_QUOTIENT"]

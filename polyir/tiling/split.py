@@ -64,30 +64,40 @@ def enclosing_vars(function: Function, loop: For) -> list[str]:
 
 
 def full_tile_guard(loop: For) -> tuple[Aff, list[Constraint]] | None:
-    """``(L + c, guard)`` when ``loop`` runs ``L`` to ``min(..., L + c)``: the
-    upper bound of its full tiles and the constraints that make it the
-    smallest; ``None`` when it has no such bound."""
-    if len(loop.lower) != 1:
-        return None
-    start = loop.lower[0]
-    for bound in loop.upper:
-        span = bound - start
-        if span.is_constant and span.constant > 0:
-            others = [u for u in loop.upper if u != bound]
-            return bound, [Constraint(bound, "<=", u) for u in others]
+    """``(L + c, guard)`` when ``loop`` runs ``max(..., L)`` to ``min(..., L + c)``:
+    the upper bound of its full tiles and the constraints that make ``L + c``
+    the smallest upper bound and ``L`` the largest lower one; ``None`` when it
+    has no such pair of bounds."""
+    for start in loop.lower:
+        for bound in loop.upper:
+            span = bound - start
+            if span.is_constant and span.constant > 0:
+                uppers = [Constraint(bound, "<=", u) for u in loop.upper if u != bound]
+                lowers = [Constraint(lo, "<=", start) for lo in loop.lower if lo != start]
+                return bound, uppers + lowers
     return None
 
 
 def _implied(difference: Aff, facts: Sequence[Aff]) -> bool:
     """Whether ``difference >= 0`` follows from ``fact >= 0`` for each fact (one
-    fact plus a non-negative constant, or a non-negative constant alone)."""
+    or two facts plus a non-negative constant, or a non-negative constant alone)."""
     if difference.is_constant:
         return difference.constant >= 0
-    for fact in facts:
+    for k, fact in enumerate(facts):
         rest = difference - fact
         if rest.is_constant and rest.constant >= 0:
             return True
+        for other in facts[k + 1:]:
+            remainder = rest - other
+            if remainder.is_constant and remainder.constant >= 0:
+                return True
     return False
+
+
+def _loop_facts(loop: For) -> list[Aff]:
+    """What holds inside ``loop``'s body: its variable within its bounds."""
+    var = Aff.var(loop.var)
+    return [var - lo for lo in loop.lower] + [up - 1 - var for up in loop.upper]
 
 
 def prune_bounds(nodes: Sequence[Node], facts: Sequence[Aff]) -> tuple[Node, ...]:
@@ -111,7 +121,7 @@ def prune_bounds(nodes: Sequence[Node], facts: Sequence[Aff]) -> tuple[Node, ...
     for node in nodes:
         if isinstance(node, For):
             node = replace(node, lower=prune(node.lower, False), upper=prune(node.upper, True),
-                           body=prune_bounds(node.body, facts))
+                           body=prune_bounds(node.body, list(facts) + _loop_facts(node)))
         elif isinstance(node, If):
             node = replace(node, then_body=prune_bounds(node.then_body, facts),
                            else_body=prune_bounds(node.else_body, facts))
@@ -139,6 +149,37 @@ def _versions(body: tuple[Node, ...], guards: list[list[Constraint]], taken: set
     return (If(tuple(first), full, partial),), origins
 
 
+def _over_tile(test: Constraint, inside: dict[str, For], loops: Sequence[str],
+               bound_here: set[str]) -> Constraint:
+    """``test`` (``L + c <= u``) made to hold over a whole tile when ``u`` uses
+    another point loop ``v`` of ``loops`` (a triangular tile: ``j < i + 1``):
+    ``v`` replaced by the value of its tile that makes ``u`` smallest (and a
+    lower-bound test's ``l <= L`` ``l`` largest). A sufficient test: a tile
+    passing it is full for every ``v`` (the pruned bounds are implied by the
+    guard and ``v``'s own bounds)."""
+    lhs = _extreme_over(test.lhs, False, inside, loops, bound_here)
+    rhs = _extreme_over(test.rhs, True, inside, loops, bound_here)
+    return test if lhs is test.lhs and rhs is test.rhs else Constraint(lhs, test.op, rhs)
+
+
+def _extreme_over(expr: Aff, lowest: bool, inside: dict[str, For], loops: Sequence[str],
+                  bound_here: set[str]) -> Aff:
+    """``expr`` with each point loop variable of ``loops`` it uses replaced by the
+    value of that loop's tile that makes ``expr`` smallest (``lowest``) or
+    largest: its lower bound ``L_v`` or its full tile's last value
+    ``L_v + c_v - 1`` (``v <= L_v + c_v - 1`` holds in every tile)."""
+    for var in sorted(expr.variables() - bound_here):
+        loop = inside.get(var)
+        tile = full_tile_guard(loop) if var in loops and loop is not None else None
+        if loop is None or tile is None:
+            continue
+        first = next(lo for lo in loop.lower if (tile[0] - lo).is_constant)
+        extreme = first if (expr.coefficient(var) > 0) == lowest else tile[0] - 1
+        if extreme.variables() <= bound_here:
+            expr = expr.substitute({var: extreme})
+    return expr
+
+
 def split_tiles(function: Function, at: str, loops: Sequence[str],
                 deps: Dependences | None = None, check: bool = True
                 ) -> tuple[Function, dict[str, Origin]]:
@@ -164,12 +205,13 @@ def split_tiles(function: Function, at: str, loops: Sequence[str],
         if found is None:
             raise UnsupportedNest(f"loop '{name}' has no upper bound of the form lower + constant: "
                                   f"it is not a tile's point loop")
-        for c in found[1]:
+        tests = [_over_tile(c, inside, loops, bound_here) for c in found[1]]
+        for c in tests:
             unbound = sorted(c.variables() - bound_here)
             if unbound:
                 raise UnsupportedNest(f"the full-tile test of loop '{name}' ({c}) uses "
                                       f"{', '.join(unbound)}, not bound at loop '{at}'")
-        guards.append([c for c in found[1] if not any(c in g for g in guards)])
+        guards.append([c for c in tests if not any(c in g for g in guards)])
     if not any(guards):
         return function, {}
     body, origins = _versions(scope.body, guards, names_in(function))

@@ -170,7 +170,7 @@ def unroll_jam(function: Function, loop: str, factor: int, depth: int = -1,
             check_permutation(deps, names, list(range(1, len(names))) + [0]).require()
     full = full_tile_guard(target)
     span = factor * target.step
-    if full is None or (full[0] - target.lower[0]).constant != span:
+    if full is None or len(target.lower) != 1 or (full[0] - target.lower[0]).constant != span:
         # strip-mine first: the point loop then runs at most `factor` times
         function = tile_band(function, [loop], [factor], check=False)
         target = find_loop(function, loop)
@@ -178,7 +178,8 @@ def unroll_jam(function: Function, loop: str, factor: int, depth: int = -1,
         assert full is not None
     taken = names_in(function)
     bound, guard = full
-    trimmed = replace(target, upper=(bound,))
+    start = next(lo for lo in target.lower if (bound - lo).is_constant)
+    trimmed = replace(target, lower=(start,), upper=(bound,))
     jammed, origins = _jam(trimmed, factor, taken, depth)
     if guard:
         partial, partial_origins = renamed_copy((target,), taken)

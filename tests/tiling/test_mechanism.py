@@ -110,6 +110,47 @@ def test_register_tile_pipeline_keeps_meaning_and_puts_accumulators_in_a_local()
     _check(module, result)
 
 
+UPPER = """func f(C: f64[N, N], A: f64[N, N]) {
+  for i = 0 to N {
+    for j = i to N {
+      for k = 0 to N {
+        S0: C[i, j] = C[i, j] + A[k, i] * A[k, j]
+      }
+    }
+  }
+}"""
+
+TRIANGLE_TILE = ("tile{loops=i,j sizes=2,3 names=ir,jr},"
+                 "interchange{loops=ir,jr,i,j,k order=ir,jr,k,i,j},"
+                 "copies{at=jr buffers=C},split-tiles{at=jr loops=i,j},"
+                 "unroll-jam{loops=i factors=2 depth=0}")
+
+
+@pytest.mark.parametrize("text", [TRIANGULAR, UPPER], ids=["lower", "upper"])
+def test_register_tile_of_a_triangular_band(text: str) -> None:
+    # the accumulators of a diagonal tile do not fill their box (copied in and
+    # back whole: the elements nobody wrote go back unchanged); the full tiles
+    # below (above) the diagonal get constant trip counts and the jammed rows
+    module = polyir.parse(text)
+    result = transform(module, TRIANGLE_TILE)
+    jammed = [loop for loop in _loops(result) if loop.var == "k" and len(loop.body) == 2]
+    assert len(jammed) == 1
+    full = [loop for loop in walk_nodes(jammed[0].body) if isinstance(loop, For)]
+    assert full and all(len(loop.lower) == 1 and len(loop.upper) == 1
+                        and (loop.upper[0] - loop.lower[0]).is_constant for loop in full)
+    for n in (1, 2, 5, 8):
+        assert_equivalent(module, result, trials=1, sizes={"N": n})
+
+
+def test_copies_of_a_box_not_filled_are_refused_inside_a_parallel_loop() -> None:
+    module = transform(polyir.parse(TRIANGULAR), "tile{loops=i,j sizes=2,3 names=ir,jr},"
+                                                 "interchange{loops=ir,jr,i,j,k order=ir,jr,k,i,j},"
+                                                 "mark-parallel{loops=ir}")
+    assert any(loop.parallel for loop in _loops(module))
+    with pytest.raises(PassError, match="do not fill a box"):
+        transform(module, "copies{at=jr buffers=C}")
+
+
 def test_packing_blocks_and_transposed_layout() -> None:
     module = polyir.parse(MATMUL)
     pipeline = ("tile{loops=i,j,k sizes=4,6,3 names=ic,jc,kc},"
