@@ -35,7 +35,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from polyir.compilelog import StageTimes, logger
-from polyir.errors import ArgumentError, UnsupportedOp
+from polyir.errors import ArgumentError, CaptureError, PolyirError, UnsupportedOp
 from polyir.frontends.aten import LoweredSegment, lower_segment, op_name, unsupported_reason
 from polyir.frontends.aten.context import node_meta
 from polyir.frontends.aten.lower import is_size_node
@@ -549,15 +549,53 @@ class CompiledModel:
         return key, plan
 
     def _build(self, args: Sequence[Any], dynamic: bool) -> Plan:
+        self._check_devices(args)
         with BUILD_LOCK:
             self.compiles += 1
-            plan = build_plan(self.model, args, target=self.target, fallback=self.fallback,
-                              pipeline=self.pipeline, fast_math=self.fast_math, dynamic=dynamic,
-                              dynamic_dims=self.dynamic_dims if dynamic else None)
+            try:
+                plan = build_plan(self.model, args, target=self.target, fallback=self.fallback,
+                                  pipeline=self.pipeline, fast_math=self.fast_math, dynamic=dynamic,
+                                  dynamic_dims=self.dynamic_dims if dynamic else None)
+            except PolyirError:
+                raise
+            except Exception as error:
+                raise self._capture_error(args, error) from error
         for segment in plan.segments:  # the call-time check of polyir.cpu.bounds
             if hasattr(segment.executable, "check_bounds"):
                 segment.executable.check_bounds = self.check_bounds
         return plan
+
+    def _check_devices(self, args: Sequence[Any]) -> None:
+        """``ArgumentError`` naming the first tensor input on another device than
+        the target's (CPU tensors for ``cpu`` and ``interpret``)."""
+        if str(self.target).startswith("cuda"):
+            return
+        flat, _ = pytree.tree_flatten(tuple(args))
+        tensors = [leaf for leaf in flat if isinstance(leaf, torch.Tensor)]
+        for index, tensor in enumerate(tensors):
+            if tensor.device.type != "cpu":
+                raise ArgumentError(f"polyir.compile({type(self.model).__name__}): tensor input {index} "
+                                    f"is on {tensor.device}; target {self.target!r} takes CPU tensors")
+
+    def _capture_error(self, args: Sequence[Any], error: Exception) -> PolyirError:
+        """The polyir error for a capture that failed on ``args``: an
+        ``ArgumentError`` when the model was compiled before (the call's
+        arguments are what changed), else a ``CaptureError``; both name the
+        inputs and say what to do for data-dependent control flow."""
+        name = type(self.model).__name__
+        told = f"{type(error).__name__}: {str(error).strip()[:400]}"
+        advice = ""
+        if "data-dependent" in told.lower() or "data dependent" in told.lower():
+            told = (f"{type(error).__name__}: tracing read a tensor's value "
+                    f"(data-dependent control flow, .item() or a value-dependent shape)")
+            advice = ("; the model's Python control flow depends on tensor values, which "
+                      "polyir.compile cannot capture: use torch.compile(model, backend='polyir'), "
+                      "which splits the graph there")
+        if self.plans:
+            return ArgumentError(f"polyir.compile({name}) called with inputs ({_describe(args)}) "
+                                 f"for which the model cannot be captured: {told}{advice}")
+        return CaptureError(f"polyir.compile({name}): cannot capture the model for inputs "
+                            f"({_describe(args)}): {told}{advice}")
 
     def _dynamic_plan(self, args: Sequence[Any], flat: list[Any], spec: Any,
                       state: dict[str, torch.Tensor], build: bool = True) -> Plan | None:
