@@ -207,16 +207,10 @@ def raw_relations(scop: Scop, kinds: tuple[str, ...] = ALL_KINDS) -> dict[str, d
         for access in statement.accesses:
             groups.setdefault(access.buffer, []).append(access)
     for buffer, accesses in groups.items():
-        def union(wanted: Callable[[Access], bool]) -> isl.UnionMap:
-            found = empty
-            for access in accesses:
-                if wanted(access):
-                    found = found.union(isl.UnionMap.from_map(access.relation))
-            return found
-        reads = union(lambda a: a.kind == "read")
-        writes = union(lambda a: a.kind == "write")
-        must = union(lambda a: a.kind == "write" and a.exact)
-        may = union(lambda a: a.kind == "write" and not a.exact)
+        reads = _union_of(empty, accesses, lambda a: a.kind == "read")
+        writes = _union_of(empty, accesses, lambda a: a.kind == "write")
+        must = _union_of(empty, accesses, lambda a: a.kind == "write" and a.exact)
+        may = _union_of(empty, accesses, lambda a: a.kind == "write" and not a.exact)
         time = empty
         for name in dict.fromkeys(a.statement for a in accesses):
             time = time.union(isl.UnionMap.from_map(times[name]))
@@ -229,6 +223,15 @@ def raw_relations(scop: Scop, kinds: tuple[str, ...] = ALL_KINDS) -> dict[str, d
         if "flow" in result:
             result["flow"][buffer] = last_writers(scop, reads, must, may, time)
     return result
+
+
+def _union_of(empty: isl.UnionMap, accesses: list[Access],
+              wanted: Callable[[Access], bool]) -> isl.UnionMap:
+    found = empty
+    for access in accesses:
+        if wanted(access):
+            found = found.union(isl.UnionMap.from_map(access.relation))
+    return found
 
 
 def last_writers(scop: Scop, reads: isl.UnionMap, must: isl.UnionMap,
