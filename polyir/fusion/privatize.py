@@ -99,8 +99,9 @@ def plan_shrink(function: Function, name: str, ctx: isl.Context | None = None) -
     """The :class:`ShrinkPlan` for local ``name``; raises :class:`ShrinkRefused`."""
     local, loops = _local_and_loops(function, name)
     host = loops[-1]
-    # all accesses are inside one top-level nest: analyse that nest alone
-    top = next(k for k, node in enumerate(function.body) if node is loops[0])
+    # all accesses are inside one top-level nest (perhaps under an ``if``): analyse it alone
+    top = next(k for k, node in enumerate(function.body)
+               if any(inner is loops[0] for inner in walk_nodes((node,))))
     try:
         scop = extract(replace(function, body=(function.body[top],)), ctx)
     except NotPolyhedral as error:
