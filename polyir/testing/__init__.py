@@ -16,6 +16,7 @@ from __future__ import annotations
 from polyir.extras import requiring
 
 with requiring("polyir.testing"):
+    from polyir.testing.edges import edge_arrays, edge_programs, edge_sizes
     from polyir.testing.equivalence import (
         DEFAULT_SIZES,
         assert_equivalent,
@@ -23,7 +24,6 @@ with requiring("polyir.testing"):
         random_arguments,
         symbol_values,
     )
-    from polyir.testing.edges import edge_arrays, edge_programs, edge_sizes
     from polyir.testing.strategies import programs
 
 __all__ = [
