@@ -568,7 +568,8 @@ class CompiledModel:
     def _check_devices(self, args: Sequence[Any]) -> None:
         """``ArgumentError`` naming the first tensor input on another device than
         the target's (CPU tensors for ``cpu`` and ``interpret``)."""
-        if str(self.target).startswith("cuda"):
+        from polyir.target import resolve
+        if resolve(self.target).kind == "cuda":
             return
         flat, _ = pytree.tree_flatten(tuple(args))
         tensors = [leaf for leaf in flat if isinstance(leaf, torch.Tensor)]

@@ -51,8 +51,8 @@ def edge_arrays(dtype: str, size: int) -> st.SearchStrategy[np.ndarray]:
                                                      st.integers(-2**63, 2**63 - 1))
         numpy_type: Any = np.int64
     else:
-        width = 32 if dtype == "f32" else 64
-        element = st.one_of(st.sampled_from(FLOAT_EDGES), st.floats(width=width))
+        arbitrary = st.floats(width=32) if dtype == "f32" else st.floats(width=64)
+        element = st.one_of(st.sampled_from(FLOAT_EDGES), arbitrary)
         numpy_type = np.float32 if dtype == "f32" else np.float64
 
     def as_array(values: list[Any]) -> np.ndarray:
