@@ -180,8 +180,9 @@ def optimise(module_ref: llvm.ModuleRef, vector_bits: int = 256, speed_level: in
     The cost is memory that llvmlite never returns, about 30 KiB to build the
     default pipeline and 45 KiB to run it, per call, whatever the module or its
     LLVM context (measured with ``malloc_trim``; polyir's own Python objects do
-    not grow, see ``tests/safety/test_memory.py``); the compile cache skips it
-    on a hit."""
+    not grow, see ``tests/safety/test_memory.py``). It stays in the LLVM worker
+    process (``polyir.cpu.llvm_worker``), which is replaced every
+    ``OBJECTS_PER_WORKER`` objects; the compile cache skips it on a hit."""
     tuning = llvm.create_pipeline_tuning_options(speed_level=speed_level)
     tuning.loop_vectorization = True
     tuning.slp_vectorization = True
