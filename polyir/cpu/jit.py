@@ -431,6 +431,8 @@ def _compile_units(units: list[_Unit], target: Target, times: StageTimes, provid
                    progress: Progress | None = None) -> None:
     """Object code for every unit: lowered (and verified) here, then optimised and
     emitted by the LLVM workers, up to one per core at a time."""
+    if not units:       # every object came from the cache
+        return
     refs = []
     for unit in units:
         with times.stage("lower", unit.what):
