@@ -63,6 +63,11 @@ class ArgumentError(PolyirError, TypeError):
     dtype, shape); raised before any array is written."""
 
 
+class CaptureError(PolyirError, RuntimeError):
+    """``polyir.compile`` could not trace the model for its inputs; names the
+    inputs and carries torch's error as the cause."""
+
+
 class BoundsError(PolyirError, IndexError):
     """A call whose sizes or index values would access outside a buffer (checked
     before native code runs, so nothing is written): names the buffer, the

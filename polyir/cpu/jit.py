@@ -173,7 +173,16 @@ def open_cache(cache_dir: Any = DEFAULT) -> CompileCache:
 
 def optimise(module_ref: llvm.ModuleRef, vector_bits: int = 256, speed_level: int = 3) -> None:
     """O3 (or ``speed_level``) with loop and SLP vectorisation, for the host with
-    ``vector_bits``-wide vectors preferred."""
+    ``vector_bits``-wide vectors preferred.
+
+    A new pass builder and pipeline every time: running one ``ModulePassManager``
+    on a second module aborts the process (an LLVM assertion, llvmlite 0.50).
+    The cost is memory that llvmlite never returns, about 30 KiB to build the
+    default pipeline and 45 KiB to run it, per call, whatever the module or its
+    LLVM context (measured with ``malloc_trim``; polyir's own Python objects do
+    not grow, see ``tests/safety/test_memory.py``). It stays in the LLVM worker
+    process (``polyir.cpu.llvm_worker``), which is replaced every
+    ``OBJECTS_PER_WORKER`` objects; the compile cache skips it on a hit."""
     tuning = llvm.create_pipeline_tuning_options(speed_level=speed_level)
     tuning.loop_vectorization = True
     tuning.slp_vectorization = True
@@ -422,7 +431,7 @@ def _compile_units(units: list[_Unit], target: Target, times: StageTimes, provid
                    progress: Progress | None = None) -> None:
     """Object code for every unit: lowered (and verified) here, then optimised and
     emitted by the LLVM workers, up to one per core at a time."""
-    if not units:
+    if not units:       # every object came from the cache
         return
     refs = []
     for unit in units:

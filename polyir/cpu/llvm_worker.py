@@ -31,6 +31,10 @@ from typing import IO, Any
 
 REQUEST = struct.Struct("<IIII")
 REPLY = struct.Struct("<IQQ")
+OBJECTS_PER_WORKER = 1000
+"""A worker is replaced after this many objects: llvmlite keeps about 75 KiB
+per optimisation that it never returns (see ``polyir.cpu.jit.optimise``), so
+a long-lived worker would grow without bound (1,000 objects: about 75 MiB)."""
 
 
 class LLVMCrash(RuntimeError):
@@ -58,6 +62,7 @@ class LLVMWorker:
         self._process: subprocess.Popen[bytes] | None = None
         self._stderr: Any = None
         self._lock = threading.Lock()
+        self.served = 0            # objects compiled by the current worker
 
     def _start(self) -> subprocess.Popen[bytes]:
         self._stderr = tempfile.TemporaryFile()
@@ -73,8 +78,13 @@ class LLVMWorker:
         it reports, ``OSError`` when no worker can be started."""
         spec = "\0".join(machine).encode()
         text = llvm_ir.encode()
+        if self.served >= OBJECTS_PER_WORKER:
+            self.close()                  # a fresh worker returns what llvmlite kept
         with self._lock:
+            if self._process is None or self._process.poll() is not None:
+                self.served = 0
             process = self._process if self._process and self._process.poll() is None else self._start()
+            self.served += 1
             assert process.stdin is not None and process.stdout is not None
             try:
                 process.stdin.write(REQUEST.pack(speed_level, int(vectorize), len(spec), len(text)))

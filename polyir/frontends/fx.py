@@ -25,6 +25,7 @@ import contextlib
 import functools
 import logging
 import operator
+import threading
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -34,12 +35,13 @@ import torch
 import torch.utils._pytree as pytree
 
 from polyir.compilelog import StageTimes, logger
-from polyir.errors import ArgumentError, UnsupportedOp
+from polyir.errors import ArgumentError, CaptureError, PolyirError, UnsupportedOp
 from polyir.frontends.aten import LoweredSegment, lower_segment, op_name, unsupported_reason
 from polyir.frontends.aten.context import node_meta
 from polyir.frontends.aten.lower import is_size_node
 from polyir.frontends.dynamic import DynamicShapes
 from polyir.frontends.fxrun import MISS, PreparedPlan, input_signature
+from polyir.frontends.gate import CallGate
 from polyir.frontends.lowering.partition import group_by_fallback_depth
 from polyir.frontends.lowering.registry import summarize
 
@@ -459,8 +461,19 @@ def _leaf_key(leaf: Any) -> Any:
     return ("object", type(leaf).__name__, id(leaf))
 
 
+BUILD_LOCK = threading.RLock()
+"""Held while a plan is captured and compiled: torch's tracers patch
+process-wide state (``nn.Module.__call__``, the dispatcher's modes), so two
+captures at once, even of different models, corrupt each other."""
+
+
 class CompiledModel:
     """The callable ``polyir.compile`` returns.
+
+    Calls are thread-safe: a plan is built once per key (a lock per key; the
+    threads that need the same plan wait for it), builds are serialised by
+    :data:`BUILD_LOCK`, and a build runs alone with respect to this model's
+    calls (``polyir.frontends.gate``: capture swaps the model's state).
 
     Calling it runs the plan compiled for the arguments' shapes and dtypes,
     compiling a new one first when there is none. ``plans`` maps each key to
@@ -492,37 +505,104 @@ class CompiledModel:
         self._symbolic_failed: set[Any] = set()  # kinds of arguments not compilable symbolically
         # input signature -> (plan, its PreparedPlan or None when it has no fast path)
         self._prepared: dict[Any, tuple[Plan, Any]] = {}
+        self._locks: dict[Any, threading.Lock] = {}
+        self._locks_lock = threading.Lock()
+        self._gate = CallGate()
+
+    def _key_lock(self, key: Any) -> threading.Lock:
+        with self._locks_lock:
+            return self._locks.setdefault(key, threading.Lock())
 
     def plan_for(self, args: Sequence[Any], state: dict[str, torch.Tensor] | None = None) -> Plan:
         """The plan for ``args`` (and the model's current ``state``), compiling
-        it if needed."""
+        it if needed. Not to be called from inside ``self._gate.calling()``."""
+        with self._gate.calling():
+            key, plan = self._known_plan(args, state)
+        if plan is None:
+            with self._key_lock(key):
+                with self._gate.building():   # alone: capture swaps the model's state
+                    key, plan = self._known_plan(args, state)  # built by another thread meanwhile?
+                    if plan is None:
+                        flat, spec = pytree.tree_flatten(tuple(args))
+                        current = model_state(self.model) if state is None else state
+                        if self.dynamic:
+                            plan = self._dynamic_plan(args, flat, spec, current)
+                        if plan is None:
+                            plan = self._build(args, dynamic=False)
+                        self.plans[key] = plan
+        self.last_plan = plan
+        return plan
+
+    def _known_plan(self, args: Sequence[Any],
+                    state: dict[str, torch.Tensor] | None) -> tuple[Any, Plan | None]:
+        """``(key, plan)`` for ``args``: the plan built for their key, else a
+        dynamic one whose guards accept them (recorded under the key), else ``None``."""
         flat, spec = pytree.tree_flatten(tuple(args))
         state = model_state(self.model) if state is None else state
         key = (spec, tuple(_leaf_key(leaf) for leaf in flat),
                tuple((name, _leaf_key(t)) for name, t in state.items()))
         plan = self.plans.get(key)
         if plan is None and self.dynamic:
-            plan = self._dynamic_plan(args, flat, spec, state)
-        if plan is None:
-            plan = self._build(args, dynamic=False)
-        self.plans[key] = plan
-        self.last_plan = plan
-        return plan
+            plan = self._dynamic_plan(args, flat, spec, state, build=False)
+            if plan is not None:
+                self.plans[key] = plan
+        return key, plan
 
     def _build(self, args: Sequence[Any], dynamic: bool) -> Plan:
-        self.compiles += 1
-        plan = build_plan(self.model, args, target=self.target, fallback=self.fallback,
-                          pipeline=self.pipeline, fast_math=self.fast_math, dynamic=dynamic,
-                          dynamic_dims=self.dynamic_dims if dynamic else None)
+        self._check_devices(args)
+        with BUILD_LOCK:
+            self.compiles += 1
+            try:
+                plan = build_plan(self.model, args, target=self.target, fallback=self.fallback,
+                                  pipeline=self.pipeline, fast_math=self.fast_math, dynamic=dynamic,
+                                  dynamic_dims=self.dynamic_dims if dynamic else None)
+            except PolyirError:
+                raise
+            except Exception as error:
+                raise self._capture_error(args, error) from error
         for segment in plan.segments:  # the call-time check of polyir.cpu.bounds
             if hasattr(segment.executable, "check_bounds"):
                 segment.executable.check_bounds = self.check_bounds
         return plan
 
+    def _check_devices(self, args: Sequence[Any]) -> None:
+        """``ArgumentError`` naming the first tensor input on another device than
+        the target's (CPU tensors for ``cpu`` and ``interpret``)."""
+        from polyir.target import resolve
+        if resolve(self.target).kind == "cuda":
+            return
+        flat, _ = pytree.tree_flatten(tuple(args))
+        tensors = [leaf for leaf in flat if isinstance(leaf, torch.Tensor)]
+        for index, tensor in enumerate(tensors):
+            if tensor.device.type != "cpu":
+                raise ArgumentError(f"polyir.compile({type(self.model).__name__}): tensor input {index} "
+                                    f"is on {tensor.device}; target {self.target!r} takes CPU tensors")
+
+    def _capture_error(self, args: Sequence[Any], error: Exception) -> PolyirError:
+        """The polyir error for a capture that failed on ``args``: an
+        ``ArgumentError`` when the model was compiled before (the call's
+        arguments are what changed), else a ``CaptureError``; both name the
+        inputs and say what to do for data-dependent control flow."""
+        name = type(self.model).__name__
+        told = f"{type(error).__name__}: {str(error).strip()[:400]}"
+        advice = ""
+        if "data-dependent" in told.lower() or "data dependent" in told.lower():
+            told = (f"{type(error).__name__}: tracing read a tensor's value "
+                    f"(data-dependent control flow, .item() or a value-dependent shape)")
+            advice = ("; the model's Python control flow depends on tensor values, which "
+                      "polyir.compile cannot capture: use torch.compile(model, backend='polyir'), "
+                      "which splits the graph there")
+        if self.plans:
+            return ArgumentError(f"polyir.compile({name}) called with inputs ({_describe(args)}) "
+                                 f"for which the model cannot be captured: {told}{advice}")
+        return CaptureError(f"polyir.compile({name}): cannot capture the model for inputs "
+                            f"({_describe(args)}): {told}{advice}")
+
     def _dynamic_plan(self, args: Sequence[Any], flat: list[Any], spec: Any,
-                      state: dict[str, torch.Tensor]) -> Plan | None:
-        """A symbolic plan whose guards accept ``args`` (compiling one if none does);
-        ``None`` when the model cannot be compiled with symbolic sizes."""
+                      state: dict[str, torch.Tensor], build: bool = True) -> Plan | None:
+        """A symbolic plan whose guards accept ``args`` (compiling one if none
+        does and ``build``); ``None`` when the model cannot be compiled with
+        symbolic sizes."""
         kind = (spec, tuple(_leaf_kind(leaf) for leaf in flat),
                 tuple((name, _leaf_key(t)) for name, t in state.items()))
         tensors = [leaf for leaf in flat if isinstance(leaf, torch.Tensor)]
@@ -533,6 +613,8 @@ class CompiledModel:
             dynamic = plan.captured.dynamic
             if dynamic is not None and dynamic.guards is not None and dynamic.guards.holds(tensors):
                 return plan
+        if not build:
+            return None
         try:
             plan = self._build(args, dynamic=True)
         except UnsupportedOp:
@@ -551,6 +633,15 @@ class CompiledModel:
             from polyir.frontends.grad import warn_detached
             self._grad_warned = warn_detached(self.model, args)
         signature = input_signature(args)
+        while True:
+            with self._gate.calling():
+                result = self._call_built(args, signature)
+            if result is not MISS:
+                return result
+            self.plan_for(args)   # builds outside the call; the next pass runs it
+
+    def _call_built(self, args: Sequence[Any], signature: Any) -> Any:
+        """The result of a plan already built for ``args``; :data:`MISS` when there is none."""
         known = self._prepared.get(signature) if signature is not None else None
         if known is not None and known[1] is not None:
             result = known[1].call(args)
@@ -558,7 +649,10 @@ class CompiledModel:
                 self.last_plan = known[0]
                 return result
         state = model_state(self.model)
-        plan = self.plan_for(args, state)
+        _, plan = self._known_plan(args, state)
+        if plan is None:
+            return MISS
+        self.last_plan = plan
         flat, _ = pytree.tree_flatten(tuple(args))
         tensors = [leaf for leaf in flat if isinstance(leaf, torch.Tensor)]
         if signature is not None and (known is None or known[0] is not plan):

@@ -182,7 +182,52 @@ def check_syntax(source: KernelSource) -> None:
     for position, stmt in enumerate(body):
         if isinstance(stmt, ast.Return) and stmt.value is None and position != len(body) - 1:
             raise source.error(stmt, "'return' before the end of the kernel")
+    _refuse_misread(source)
     _Checker(source, set(freevars)).visit_body(body)
+
+
+_DIVISIONS = (ast.Div, ast.FloorDiv, ast.Mod)
+
+
+def _is_constant_zero(node: ast.AST) -> bool:
+    while isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    return isinstance(node, ast.Constant) and not isinstance(node.value, bool) \
+        and isinstance(node.value, (int, float)) and node.value == 0
+
+
+def _refuse_misread(source: KernelSource) -> None:
+    """Refuse what Python would reject or read differently from the IR:
+    non-ASCII names (IR names are ASCII identifiers), a ``bool`` constant as a
+    subscript (numpy reads ``A[True]`` as a mask, not as index 1) and a
+    division by the constant zero (Python raises ``ZeroDivisionError``)."""
+    for node in ast.walk(source.tree):
+        names: list[str] = []
+        if isinstance(node, ast.Name):
+            names = [node.id]
+        elif isinstance(node, ast.arg):
+            names = [node.arg]
+        elif isinstance(node, ast.FunctionDef):
+            names = [node.name]
+        for name in names:
+            if not name.isascii():
+                raise source.error(node, f"unsupported syntax: non-ASCII name {name!r} "
+                                         f"(polyir names are ASCII identifiers)")
+        if isinstance(node, ast.Subscript):
+            parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            for part in parts:
+                if isinstance(part, ast.Constant) and isinstance(part.value, bool):
+                    raise source.error(node, f"unsupported syntax: boolean subscript "
+                                             f"'{ast.unparse(node)}' (numpy reads it as a mask, "
+                                             f"not as the index {int(part.value)})")
+        divisor = None
+        if isinstance(node, ast.BinOp) and isinstance(node.op, _DIVISIONS):
+            divisor = node.right
+        elif isinstance(node, ast.AugAssign) and isinstance(node.op, _DIVISIONS):
+            divisor = node.value
+        if divisor is not None and _is_constant_zero(divisor):
+            raise source.error(node, f"division by the constant zero in '{ast.unparse(node)}' "
+                                     f"(Python raises ZeroDivisionError on numbers)")
 
 
 def _first_assignment(tree: ast.AST, name: str) -> ast.AST:

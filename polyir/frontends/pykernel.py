@@ -102,10 +102,11 @@ class Kernel:
         arguments = self._prepare(args, kwargs)
         specs = tuple(a.spec for a in arguments)
         executable = self._executable(specs, self.target)
-        self._check_writable(arguments, executable.ir)
+        written = self._check_writable(arguments, executable.ir)
         executable(*(a.runtime for a in arguments))
-        for argument in arguments:
-            if argument.original is not None:
+        for param, argument in zip(executable.ir.entry.params, arguments, strict=True):
+            # only what the kernel writes goes back (a read-only input stays untouched)
+            if argument.original is not None and param.name in written:
                 np.copyto(argument.original, argument.runtime)
 
     def ir(self, *args: Any, **kwargs: Any) -> Module:
@@ -190,13 +191,15 @@ class Kernel:
         raise ArgumentError(f"{where}: expected a numpy array, a torch CPU tensor, an int or a "
                             f"float, got {type(value).__name__}")
 
-    def _check_writable(self, arguments: list[_Argument], module: Module) -> None:
+    def _check_writable(self, arguments: list[_Argument], module: Module) -> set[str]:
+        """The buffers ``module`` writes; ``ArgumentError`` when one is read-only."""
         written = _written_buffers(module.entry.body)
         for param, argument in zip(module.entry.params, arguments, strict=True):
             array = argument.original if argument.original is not None else argument.runtime
             if param.name in written and isinstance(array, np.ndarray) and not array.flags.writeable:
                 raise ArgumentError(f"argument '{param.name}' of kernel '{self.py_func.__name__}' "
                                     f"is read-only but the kernel writes it")
+        return written
 
 
 def _torch_to_numpy(tensor: Any, where: str) -> np.ndarray:

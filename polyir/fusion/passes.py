@@ -2,7 +2,8 @@
 
 * ``fuse{mode=greedy max_depth=0 tolerance=0.3}``: the greedy policy
   (``polyir.fusion.policy``): producer-consumer fusion (``mode=producer``),
-  sibling fusion (``mode=sibling``) or both (``greedy``). Every fusion made is
+  sibling fusion (``mode=sibling``) or both (``greedy``), within
+  :data:`FUSION_OPERATIONS` isl operations per function. Every fusion made is
   an ``applied`` remark holding the explicit step that replays it; every
   producer-consumer pair left apart a ``missed`` remark with the reason.
 * ``fuse-nests{producer=S3 consumer=S7 depth=2}``: one explicit
@@ -34,8 +35,14 @@ from polyir.fusion.sibling import common_depth, fuse_siblings
 from polyir.ir.nodes import Barrier, Function, Launch, Module
 from polyir.ir.walk import walk_nodes
 from polyir.passes import register_pass
+from polyir.polyhedral.analysis import AnalysisLimit
 
 MODES = ("greedy", "producer", "sibling")
+
+FUSION_OPERATIONS = 50_000_000
+"""isl operations the ``fuse`` pass may spend on one function (its legality
+checks, slices and footprints); past it the function is kept unfused, with a
+remark."""
 
 
 def _each_host(module: Module, change: Callable[[Function], Function]) -> Module:
@@ -70,14 +77,22 @@ class Fuse:
             if any(isinstance(n, (Barrier, Launch)) for n in walk_nodes(function.body)):
                 ctx.remark("fuse", where, "not fused: it holds GPU-mapped code (barriers or launches)")
                 return function
-            if self.mode in ("greedy", "producer"):
-                function, report = plan_and_fuse(function, ctx.target, ctx.analyses.isl, options)
-                for step in report.steps:
-                    ctx.remark("fuse", where, f"{step} ({step.reason})", kind="applied")
-                for (producer, consumer), why in report.unfused.items():
-                    ctx.remark("fuse", f"{where}, nests {producer} -> {consumer}", f"not fused: {why}")
-            if self.mode in ("greedy", "sibling"):
-                function = _fuse_siblings(function, ctx, where, self.max_depth)
+            original, said = function, len(ctx.remarks)
+            try:
+                with ctx.analyses.bounded(f"fusing {where}", FUSION_OPERATIONS):
+                    if self.mode in ("greedy", "producer"):
+                        function, report = plan_and_fuse(function, ctx.target, ctx.analyses.isl, options)
+                        for step in report.steps:
+                            ctx.remark("fuse", where, f"{step} ({step.reason})", kind="applied")
+                        for (producer, consumer), why in report.unfused.items():
+                            ctx.remark("fuse", f"{where}, nests {producer} -> {consumer}",
+                                       f"not fused: {why}")
+                    if self.mode in ("greedy", "sibling"):
+                        function = _fuse_siblings(function, ctx, where, self.max_depth)
+            except AnalysisLimit as error:
+                del ctx.remarks[said:]    # the steps of a fusion given up
+                ctx.remark("fuse", where, f"not fused (kept as it was): {error}")
+                return original
             return function
 
         return _each_host(module, change)

@@ -99,8 +99,8 @@ def plan_shrink(function: Function, name: str, ctx: isl.Context | None = None) -
     """The :class:`ShrinkPlan` for local ``name``; raises :class:`ShrinkRefused`."""
     local, loops = _local_and_loops(function, name)
     host = loops[-1]
-    # all accesses are inside one top-level nest: analyse that nest alone
-    top = next(k for k, node in enumerate(function.body) if node is loops[0])
+    # all accesses are inside one top-level nest (perhaps under an ``if``): analyse it alone
+    top = _top_level_index(function, loops[0])
     try:
         scop = extract(replace(function, body=(function.body[top],)), ctx)
     except NotPolyhedral as error:
@@ -140,6 +140,13 @@ def _local_and_loops(function: Function, name: str) -> tuple[Buffer, list[For]]:
     if not loops:
         raise ShrinkRefused(f"the accesses to '{name}' are not inside one loop")
     return local, loops
+
+
+def _top_level_index(function: Function, loop: For) -> int:
+    """The position of the top-level node that is or holds ``loop`` (a nest may
+    sit under a top-level ``if``)."""
+    return next(k for k, node in enumerate(function.body)
+                if any(inner is loop for inner in walk_nodes((node,))))
 
 
 def apply_shrink(function: Function, name: str, plan: ShrinkPlan) -> Function:
@@ -183,8 +190,8 @@ def apply_shrink(function: Function, name: str, plan: ShrinkPlan) -> Function:
         return tuple(out)
 
     body = list(function.body)
-    top = next(k for k, node in enumerate(body) if node is loops[0])
-    body[top] = rewrite((loops[0],))[0]
+    top = _top_level_index(function, loops[0])
+    body[top] = rewrite((body[top],))[0]     # every access to name is inside loops[0]
     return replace(function, body=tuple(body), locals=tuple(b for b in function.locals if b.name != name))
 
 

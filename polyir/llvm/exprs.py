@@ -39,12 +39,13 @@ def constant(dtype: DType, value: int | float | bool) -> ir.Constant:
         wrapped = int(value) & ((1 << bits) - 1)
         return ir.Constant(typ, wrapped - (1 << bits) if wrapped >> (bits - 1) else wrapped)
     number = float(value)
-    if dtype is DType.F16:
-        number = float(np.float16(number))
-    elif dtype is DType.BF16:
-        number = float(round_to_bf16(np.array([number], dtype=np.float32))[0])
-    elif dtype is DType.F32:
-        number = float(np.float32(number))
+    with np.errstate(over="ignore"):     # a constant beyond the type's range is an infinity
+        if dtype is DType.F16:
+            number = float(np.float16(number))
+        elif dtype is DType.BF16:
+            number = float(round_to_bf16(np.array([number], dtype=np.float32))[0])
+        elif dtype is DType.F32:
+            number = float(np.float32(number))
     return ir.Constant(typ, number)
 
 

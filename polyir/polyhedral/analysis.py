@@ -13,10 +13,17 @@ analyses each function once.
 
 Failures are cached too: a function the polyhedral layer cannot model raises
 the same ``NotPolyhedral`` on every request.
+
+The dependence analysis is bounded: it may spend at most ``max_operations``
+isl operations (default :data:`DEPENDENCE_OPERATIONS`) on the context; past
+that it raises :class:`AnalysisLimit`, a ``NotPolyhedral``, so the passes keep
+the function as it is with a remark instead of running for minutes.
 """
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +31,15 @@ import islpy as isl
 
 from polyir.ir.nodes import Function
 from polyir.polyhedral.dependences import Dependences, compute_dependences
-from polyir.polyhedral.extract import Scop, extract
+from polyir.polyhedral.extract import NotPolyhedral, Scop, extract
+
+DEPENDENCE_OPERATIONS = 20_000_000
+"""isl operations the dependence analysis of one function may spend (a few
+seconds; the classic kernels and the corpus need far less)."""
+
+
+class AnalysisLimit(NotPolyhedral):
+    """The dependence analysis of a function ran past its isl operation limit."""
 
 
 @dataclass
@@ -37,11 +52,12 @@ class Analyses:
     """Cached polyhedral analyses on one isl context (see the module docstring).
 
     ``isl_context``: the context to use (default: a new one).
-    ``max_operations``: isl's operation bound for this context's long
-    computations (0: none); see ``polyir.polyhedral.schedule``.
+    ``max_operations``: isl's operation bound for one function's dependence
+    analysis on this context (0: none).
     """
 
-    def __init__(self, isl_context: isl.Context | None = None, max_operations: int = 0):
+    def __init__(self, isl_context: isl.Context | None = None,
+                 max_operations: int = DEPENDENCE_OPERATIONS):
         self.isl = isl.Context() if isl_context is None else isl_context
         self.max_operations = max_operations
         self.computed: Counter[str] = Counter()
@@ -79,7 +95,33 @@ class Analyses:
     def dependences(self, function: Function) -> Dependences:
         """Every dependence of ``function`` (``polyir.polyhedral.dependences``)."""
         return self._cached(function, "dependences",
-                            lambda: compute_dependences(self.scop(function)))
+                            lambda: self._bounded_dependences(function))
+
+    def _bounded_dependences(self, function: Function) -> Dependences:
+        scop = self.scop(function)
+        with self.bounded(f"function '{function.name}': its dependence analysis"):
+            return compute_dependences(scop)
+
+    @contextmanager
+    def bounded(self, what: str, max_operations: int | None = None) -> Iterator[None]:
+        """Run the block with at most ``max_operations`` isl operations on this
+        context (default: ``self.max_operations``; 0: no bound); an isl error
+        inside (isl reports a spent quota as the failure of the call it stops)
+        becomes :class:`AnalysisLimit`, its message starting with ``what``.
+        Blocks do not nest: the inner one resets the count."""
+        limit = self.max_operations if max_operations is None else max_operations
+        if limit <= 0:
+            yield
+            return
+        self.isl.reset_operations()
+        self.isl.set_max_operations(limit)
+        try:
+            yield
+        except isl.Error as error:
+            raise AnalysisLimit(f"{what} needs more than {limit} isl operations ({error})") from None
+        finally:
+            self.isl.set_max_operations(0)
+            self.isl.reset_operations()
 
     def footprints(self, function: Function, nest: int, depth: int = 0) -> Any:
         """``polyir.polyhedral.footprint.footprints`` of top-level node ``nest`` below ``depth`` loops."""
@@ -99,4 +141,4 @@ class Analyses:
             del self._entries[id(function)]
 
 
-__all__ = ["Analyses"]
+__all__ = ["DEPENDENCE_OPERATIONS", "Analyses", "AnalysisLimit"]

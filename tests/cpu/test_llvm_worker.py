@@ -44,6 +44,27 @@ def test_the_worker_restarts_after_it_is_killed(tmp_path) -> None:
     worker.close()
 
 
+def test_a_worker_is_replaced_after_its_quota_of_objects(monkeypatch) -> None:
+    # llvmlite keeps memory per optimisation: a fresh worker every OBJECTS_PER_WORKER
+    import polyir.cpu.llvm_worker as llvm_worker
+
+    monkeypatch.setattr(llvm_worker, "OBJECTS_PER_WORKER", 2)
+    worker = LLVMWorker()
+    module = polyir.parse(TEXT)
+    jit.build_cpu(module, cpu(1), cache_dir=None)
+    ir_text = jit.lower_to_llvm(module, cpu(1), False)
+    machine = (jit._STATE["triple"], jit._STATE["cpu"], jit._STATE["features"])
+    pids = []
+    codes = []
+    for _ in range(3):
+        codes.append(worker.compile(ir_text, machine, 3, True)[0])
+        assert worker._process is not None
+        pids.append(worker._process.pid)
+    worker.close()
+    assert pids[0] == pids[1] != pids[2]
+    assert codes[0] == codes[1] == codes[2]
+
+
 def test_an_abort_in_the_vectoriser_recompiles_without_it(monkeypatch, caplog) -> None:
     real = jit._WORKERS[0]
     asked: list[bool] = []

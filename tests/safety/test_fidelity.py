@@ -113,3 +113,36 @@ def test_torch_float_division_family_matches_eager_on_edge_values() -> None:
             same = (result.view(torch.int32) == expected.view(torch.int32)) \
                 | (result.isnan() & expected.isnan())
             assert bool(same.all()), (name, a[~same], b[~same], result[~same])
+
+
+
+SCALARS = (0.1, 1 / 3, 7.77, -1e4 - 0.3, 257)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_reduced_precision_tensor_and_python_scalar_match_eager_bit_for_bit(dtype: str) -> None:
+    # eager rounds the scalar to the tensor's dtype for add/sub/rsub/alpha/fmod/
+    # remainder/pow, keeps it in f32 for mul/div, and computes in f32 either way
+    # (``s / t`` is left out: eager rounds its reciprocal to f16 before the multiply)
+    torch = pytest.importorskip("torch")
+    reduced = getattr(torch, dtype)
+    ops = {
+        "add": lambda t, s: t + s, "sub": lambda t, s: t - s, "rsub": lambda t, s: s - t,
+        "alpha": lambda t, s: torch.add(t, t, alpha=s), "mul": lambda t, s: t * s,
+        "div": lambda t, s: t / s, "fmod": lambda t, s: torch.fmod(t, s),
+        "remainder": lambda t, s: torch.remainder(t, s), "pow": lambda t, s: t.abs() ** (s / 1e4),
+    }
+
+    class Scalars(torch.nn.Module):
+        def forward(self, t: torch.Tensor) -> list[torch.Tensor]:
+            return [op(t, s) for op in ops.values() for s in SCALARS]
+
+    x = (torch.randn(512, generator=torch.Generator().manual_seed(0)) * 5).to(reduced)
+    model = Scalars()
+    with torch.no_grad():
+        got = polyir.compile(model, [x])(x)
+        expected = model(x)
+    for k, (g, e) in enumerate(zip(got, expected, strict=True)):
+        same = (g.view(torch.int16) == e.view(torch.int16)) | (g.isnan() & e.isnan())
+        op, s = list(ops)[k // len(SCALARS)], SCALARS[k % len(SCALARS)]
+        assert bool(same.all()), f"{dtype} {op} {s}: {int((~same).sum())} of {same.numel()} differ"

@@ -203,6 +203,24 @@ def lower_clamp(ctx: LoweringContext, node: torch.fx.Node, x: Operand, low: Any 
 
 
 # --------------------------------------------------------------------- binary
+_REDUCED = (torch.bfloat16, torch.float16)
+
+
+def _scalar_as_eager(node: torch.fx.Node, value: Any) -> Any:
+    """A Python number operand of ``node`` as eager's CPU kernels use it: for
+    ``add``/``sub``/``rsub`` (and ``alpha``), ``fmod``, ``remainder`` and
+    ``pow`` on a bf16/f16 tensor, eager first rounds the scalar to the
+    tensor's dtype and then computes in f32 (``mul`` and ``div`` keep it in
+    f32, as the lowering does anyway); other values pass through."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    dtype = node_meta(node).dtype
+    if dtype not in _REDUCED:
+        return value
+    rounded = float(torch.tensor(float(value), dtype=torch.float64).to(dtype).item())
+    return int(rounded) if isinstance(value, int) and rounded.is_integer() else rounded
+
+
 def _scaled(b: Expr, alpha: Any, dtype: DType) -> Expr:
     return b if alpha == 1 else BinOp("*", b, const(alpha, dtype))
 
@@ -214,6 +232,7 @@ def lower_add_sub(ctx: LoweringContext, node: torch.fx.Node, a: Operand, b: Oper
     dtype = compute_dtype(node, 2)
     if dtype is DType.BOOL:
         return pointwise(ctx, node, [a, b], dtype, lambda x, y: BinOp("or", x, y))
+    a, b, alpha = (_scalar_as_eager(node, v) for v in (a, b, alpha))
     if kind is aten.add:
         return pointwise(ctx, node, [a, b], dtype, lambda x, y: BinOp("+", x, _scaled(y, alpha, dtype)))
     if kind is aten.sub:
@@ -269,6 +288,7 @@ def lower_round(ctx: LoweringContext, node: torch.fx.Node, x: Operand) -> Tensor
 def lower_fmod(ctx: LoweringContext, node: torch.fx.Node, a: Operand, b: Operand) -> TensorValue:
     """C's ``fmod``: the result has the sign of the dividend."""
     dtype = compute_dtype(node, 2)
+    a, b = _scalar_as_eager(node, a), _scalar_as_eager(node, b)
     return pointwise(ctx, node, [a, b], dtype, lambda x, y: scalar.fmod(x, y, dtype))
 
 
@@ -276,6 +296,7 @@ def lower_fmod(ctx: LoweringContext, node: torch.fx.Node, a: Operand, b: Operand
 def lower_remainder(ctx: LoweringContext, node: torch.fx.Node, a: Operand, b: Operand) -> TensorValue:
     """Python's ``%``: the result has the sign of the divisor."""
     dtype = compute_dtype(node, 2)
+    a, b = _scalar_as_eager(node, a), _scalar_as_eager(node, b)
     return pointwise(ctx, node, [a, b], dtype, lambda x, y: scalar.remainder(x, y, dtype))
 
 
@@ -297,6 +318,7 @@ def _pow_accepts(node: torch.fx.Node) -> str | None:
 @register(aten.pow, accepts=_pow_accepts)
 def lower_pow(ctx: LoweringContext, node: torch.fx.Node, a: Operand, b: Operand) -> TensorValue:
     dtype = compute_dtype(node, 2)
+    a, b = _scalar_as_eager(node, a), _scalar_as_eager(node, b)
     if isinstance(b, (int, float)) and not isinstance(b, bool):
         if b == 0:
             return pointwise(ctx, node, [a], dtype, lambda x: const(1, dtype))

@@ -1,0 +1,145 @@
+"""Deep differential fuzzing, outside CI (issue 16's "measure and report" run).
+
+Draws random programs for as long as ``--minutes`` allows and checks, per
+program:
+
+* ``native``: ``programs()`` through the native CPU backend (default pipeline)
+  against the reference interpreter;
+* ``passes``: one pass of :data:`PASSES` (in turn) with
+  ``assert_preserves_or_refuses``;
+* ``gpu``: ``mark-parallel,gpu-map`` run in the interpreter with shuffled
+  parallel order against the original;
+* ``edges``: ``polyir.testing.edges`` programs, interpreter against native,
+  bit for bit.
+
+Every failure is appended to ``--failures`` (program text and error); the
+counts are printed as one JSON line at the end. Usage::
+
+    PYTHONPATH=. nice -n 19 python scripts/fuzz.py --minutes 30 --failures /tmp/fuzz.txt
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import traceback
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+import polyir
+from polyir.cpu.jit import build_cpu
+from polyir.driver import compile_ir
+from polyir.ir.nodes import Module
+from polyir.target import cpu
+from polyir.testing import (
+    assert_equivalent,
+    assert_preserves_or_refuses,
+    edge_arrays,
+    edge_programs,
+    edge_sizes,
+    programs,
+    random_arguments,
+)
+
+PASSES = ("fuse", "online-reductions", "shrink-buffers", "distribute", "auto-tile", "mark-parallel",
+          "reschedule", "simplify-bounds", "remove-dead-statements", "canonicalize-names")
+KINDS = ("native", "passes", "gpu", "edges")
+CHUNK = 25
+"""Programs per Hypothesis run; the time budget is checked between runs."""
+
+
+def _native(module: Module, seed: int) -> None:
+    executable = compile_ir(module, "cpu", cache_dir=None)
+    expected = random_arguments(module, seed)
+    got = [a.copy() if isinstance(a, np.ndarray) else a for a in expected]
+    polyir.interpret(module, *expected)
+    executable(*got)
+    for k, (e, g) in enumerate(zip(expected, got, strict=True)):
+        if isinstance(e, np.ndarray):
+            np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5, err_msg=f"argument {k}")
+
+
+def _passes(module: Module, index: int) -> None:
+    name = PASSES[index % len(PASSES)]
+    assert_preserves_or_refuses(lambda m: polyir.transform(m, name), module)
+
+
+def _gpu(module: Module) -> None:
+    mapped = polyir.transform(module, "mark-parallel,gpu-map")
+    assert_equivalent(module, mapped, parallel_order="shuffle")
+
+
+def _edges(text: str, n: int, X: np.ndarray, Z: np.ndarray) -> None:
+    module = polyir.parse(text)
+    native = build_cpu(module, cpu(1), cache_dir=None)
+    outcomes = []
+    for run in (lambda *a: polyir.interpret(module, *a), native):
+        Y = np.zeros_like(X)
+        try:
+            with np.errstate(all="ignore"):
+                run(Y, X.copy(), Z.copy())
+        except IndexError:
+            outcomes.append(("refused", b""))
+            continue
+        if Y.dtype.kind == "f":
+            Y = np.where(np.isnan(Y), np.nan, Y).astype(Y.dtype)
+        outcomes.append(("ran", Y.tobytes()))
+    assert outcomes[0] == outcomes[1], f"N = {n}: interpreter {outcomes[0][0]}, native {outcomes[1][0]}"
+
+
+def main() -> None:
+    """Run the fuzzing loop (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=30.0)
+    parser.add_argument("--failures", type=Path, default=Path("fuzz-failures.txt"))
+    options = parser.parse_args()
+    deadline = time.monotonic() + 60 * options.minutes
+    counts: Counter[str] = Counter()
+    failures: Counter[str] = Counter()
+
+    def record(kind: str, what: str) -> None:
+        failures[kind] += 1
+        with options.failures.open("a") as out:
+            out.write(f"==== {kind}\n{what}\n{traceback.format_exc()}\n")
+
+    @settings(max_examples=CHUNK, deadline=None, database=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(data=st.data())
+    def one(data: Any) -> None:
+        kind = data.draw(st.sampled_from(KINDS))
+        index = data.draw(st.integers(0, 2**20))
+        counts[kind] += 1
+        if kind == "edges":
+            dtype = ("f32", "f64", "i64")[index % 3]
+            text = data.draw(edge_programs(dtype))
+            n = data.draw(edge_sizes())
+            X, Z = data.draw(edge_arrays(dtype, n)), data.draw(edge_arrays(dtype, n))
+            try:
+                _edges(text, n, X, Z)
+            except Exception:
+                record(kind, f"{text}N = {n}\nX = {X!r}\nZ = {Z!r}")
+            return
+        module = data.draw(programs(mark_parallel=kind == "gpu"))
+        try:
+            if kind == "native":
+                _native(module, index)
+            elif kind == "passes":
+                _passes(module, index)
+            else:
+                _gpu(module)
+        except Exception:
+            record(kind, str(module) + (f"pass: {PASSES[index % len(PASSES)]}" if kind == "passes" else ""))
+
+    while time.monotonic() < deadline:
+        one()        # records failures itself, so Hypothesis never stops to shrink
+    print(json.dumps({"programs": dict(counts), "failures": dict(failures),
+                      "total": counts.total(), "failed": failures.total()}))
+
+
+if __name__ == "__main__":
+    main()
