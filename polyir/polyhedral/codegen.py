@@ -20,8 +20,9 @@ first of them. Loop
 variables stay unique in the function: a name already taken gets a suffix
 (``i_1``), and other loops get fresh names from isl's (``c0``, ``c1``, ...).
 A statement that the AST runs in two places (a loop split by a piecewise
-bound, a disjunctive guard) is renamed in the second (``S1_1``), so statement
-names stay unique too.
+bound, a disjunctive guard) is renamed in the second (``S1_1``), and so are
+the loops of a body a disjunctive guard repeats, so statement names and loop
+variables stay unique too.
 
 ``apply_schedule(function, schedule)`` checks the schedule against the
 dependences first and raises ``IllegalTransform`` with a witness when it is
@@ -37,13 +38,14 @@ import islpy as isl
 
 from polyir.errors import PolyirError
 from polyir.ir.affine import Aff, Constraint
+from polyir.ir.canonical import rename_nodes
 from polyir.ir.nodes import (
     For,
     Function,
     If,
     Node,
 )
-from polyir.ir.walk import substitute_node
+from polyir.ir.walk import STATEMENT_NODES, substitute_node, walk_nodes
 from polyir.polyhedral.extract import Scop, extract, isl_name
 
 _OP: Any = isl.ast_expr_op_type
@@ -222,10 +224,25 @@ class _Translator:
                other: list[Node]) -> list[Node]:
         """``if (test) then else other`` (a disjunctive test becomes an else-chain)."""
         disjuncts = self.condition(test, env)
+        # every branch of the chain runs its own copy of ``then``: names stay unique
+        bodies = [then] + [self.fresh_copy(then) for _ in disjuncts[1:]]
         result: tuple[Node, ...] = tuple(other)
-        for conj in reversed(disjuncts):
-            result = (If(tuple(conj), tuple(then), result),)
+        for conj, body in reversed(list(zip(disjuncts, bodies, strict=True))):
+            result = (If(tuple(conj), tuple(body), result),)
         return list(result)
+
+    def fresh_copy(self, nodes: list[Node]) -> list[Node]:
+        """``nodes`` with every loop variable and statement name they bind renamed
+        to a name not generated yet."""
+        mapping: dict[str, str] = {}
+        for node in walk_nodes(nodes):
+            if isinstance(node, For):
+                mapping[node.var] = self.unique(node.var, self.loop_names | self.original_loops)
+                self.loop_names.add(mapping[node.var])
+            elif isinstance(node, STATEMENT_NODES):
+                mapping[node.name] = self.unique(node.name, self.statement_names | set(self.scop.statements))
+                self.statement_names.add(mapping[node.name])
+        return list(rename_nodes(nodes, mapping))
 
     def loop_name(self, node: isl.AstNode, iterator: str,
                   env: Mapping[str, str]) -> tuple[str, For | None]:
