@@ -99,10 +99,13 @@ def plan_shrink(function: Function, name: str, ctx: isl.Context | None = None) -
     """The :class:`ShrinkPlan` for local ``name``; raises :class:`ShrinkRefused`."""
     local, loops = _local_and_loops(function, name)
     host = loops[-1]
-    # all accesses are inside one top-level nest (perhaps under an ``if``): analyse it alone
+    # all accesses are inside one top-level nest (perhaps under an ``if``): analyse it
+    # alone, and only its statements that access the buffer (the questions below,
+    # its read sources and its footprint, are about those alone), so that a nest
+    # holding many locals is not analysed whole once per local
     top = _top_level_index(function, loops[0])
     try:
-        scop = extract(replace(function, body=(function.body[top],)), ctx)
+        scop = extract(replace(function, body=_touching(function.body[top], name)), ctx)
     except NotPolyhedral as error:
         raise ShrinkRefused(str(error)) from None
     depth = len(loops)
@@ -126,6 +129,21 @@ def plan_shrink(function: Function, name: str, ctx: isl.Context | None = None) -
                  if not (isinstance(e, Aff) and e.is_constant and e.constant == 1))
     shape = tuple(Aff.lift(extents[k]) for k in kept)
     return ShrinkPlan(host.var, kept, shape, tuple(corners))
+
+
+def _touching(node: Node, buffer: str) -> tuple[Node, ...]:
+    """``node`` without the statements (and the loops and ifs left empty) that do
+    not access ``buffer``."""
+    if buffer not in set().union(*subtree_accesses(node)):
+        return ()
+    if isinstance(node, For):
+        body = tuple(kept for child in node.body for kept in _touching(child, buffer))
+        return (node if body == node.body else replace(node, body=body),)
+    if isinstance(node, If):
+        then = tuple(kept for child in node.then_body for kept in _touching(child, buffer))
+        other = tuple(kept for child in node.else_body for kept in _touching(child, buffer))
+        return (replace(node, then_body=then, else_body=other),)
+    return (node,)
 
 
 def _local_and_loops(function: Function, name: str) -> tuple[Buffer, list[For]]:
