@@ -27,7 +27,19 @@ import islpy as isl
 
 from polyir.ir.affine import Aff
 from polyir.ir.canonical import CanonicalForm, canonical_form
-from polyir.ir.nodes import Assign, Buffer, For, FragmentLoad, FragmentStore, Function, If, Load, Node
+from polyir.ir.nodes import (
+    Assign,
+    Barrier,
+    Buffer,
+    For,
+    FragmentLoad,
+    FragmentStore,
+    Function,
+    If,
+    Launch,
+    Load,
+    Node,
+)
 from polyir.ir.types import MemorySpace
 from polyir.ir.walk import STATEMENT_NODES, subtree_accesses, walk_nodes
 from polyir.polyhedral.dependences import as_time_map
@@ -133,8 +145,9 @@ def plan_shrink(function: Function, name: str, ctx: isl.Context | None = None) -
 
 def _touching(node: Node, buffer: str) -> tuple[Node, ...]:
     """``node`` without the statements (and the loops and ifs left empty) that do
-    not access ``buffer``."""
-    if buffer not in set().union(*subtree_accesses(node)):
+    not access ``buffer``; barriers and launches stay (extraction refuses them)."""
+    if buffer not in set().union(*subtree_accesses(node)) and \
+            not any(isinstance(n, (Barrier, Launch)) for n in walk_nodes((node,))):
         return ()
     if isinstance(node, For):
         body = tuple(kept for child in node.body for kept in _touching(child, buffer))
