@@ -12,7 +12,8 @@ auto-tile vs numpy, f32/f64, 1 and 2 threads), compile
 (cold/warm compile time vs Inductor), scaling (N stacked layers), dynamic
 (one dynamic=True compile called at 10 sizes vs specialised builds and Inductor), native
 (bench/cpu_bench.py), gpu (target="cuda"; nothing without a GPU), jax_models
-(polyir.jax.jit vs jax.jit on XLA CPU, run and compile time).
+(polyir.jax.jit vs jax.jit on XLA CPU, run and compile time), polly (the corpus kernels
+written as C and compiled by clang-22 -O3 with and without Polly).
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def _threads_label() -> str:
     return "all cores" if config.THREADS is None else str(config.THREADS)
 
 SECTIONS = ("kernels", "models", "fusion", "attention", "tiling", "compile", "scaling", "dynamic",
-            "native", "gpu", "jax_models")
+            "native", "gpu", "jax_models", "polly")
 FORMAT = 1
 """Version of the layout of results.json (bump when fields change meaning)."""
 

@@ -42,10 +42,14 @@ TABLES: dict[str, tuple[str, list[str]]] = {
     "jax_models": ("JAX models on CPU: polyir.jax.jit vs jax.jit (XLA); seconds per call and to compile",
                    ["model", "batch", "shape", "loop_nests", "polyir_s", "xla_s", "ratio_vs_xla",
                     "polyir_compile_s", "xla_compile_s", "ratio_compile_vs_xla", "note"]),
+    "polly": ("corpus kernels vs the same kernels in C, clang-22 -O3 with and without Polly "
+              "(seconds per call)",
+              ["name", "shape", "polyir_s", "clang_s", "polly_s", "polly_stripmine_s",
+               "polly_parallel_s", "polly_best", "ratio_vs_polly_best", "ratio_vs_clang", "note"]),
 }
 
 
-GEOMETRIC_MEANS = ("kernels", "models", "compile", "scaling", "dynamic", "jax_models")
+GEOMETRIC_MEANS = ("kernels", "models", "compile", "scaling", "dynamic", "jax_models", "polly")
 """Sections whose ratio columns get a geometric mean (the others mix peers)."""
 
 
@@ -227,7 +231,7 @@ def write_plots(report: dict[str, Any], out: Path) -> list[Path]:
 ROW_KEYS: dict[str, tuple[str, ...]] = {
     "kernels": ("name",), "models": ("model", "batch"), "compile": ("model",),
     "scaling": ("layers",), "dynamic": ("size",), "tiling": ("name", "shape", "dtype", "threads"),
-    "native": ("name", "shape"), "gpu": ("name", "shape", "peer"),
+    "native": ("name", "shape"), "gpu": ("name", "shape", "peer"), "polly": ("name",),
 }
 """The fields that identify a row of each section across runs."""
 

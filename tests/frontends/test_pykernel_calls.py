@@ -137,3 +137,30 @@ def test_compile_for_cuda_needs_no_gpu() -> None:
     for got, want in zip(args, before, strict=True):
         if isinstance(want, np.ndarray):
             np.testing.assert_array_equal(got, want)
+
+
+def test_repeated_calls_take_the_fast_path_with_every_check_kept() -> None:
+    @polyir.kernel
+    def scale(y, x, a):
+        for i in range(y.shape[0]):
+            y[i] = a * x[i]
+
+    y, x = np.zeros(5, np.float32), np.arange(5, dtype=np.float32)
+    scale(y, x, 2.0)
+    scale(y, x, 3.0)                                   # same key: no new compile
+    np.testing.assert_array_equal(y, 3.0 * x)
+    assert len(scale.cache) == 1
+    frozen = np.zeros(5, np.float32)
+    frozen.flags.writeable = False
+    for _ in range(2):                                 # refused the first time and every time after
+        with pytest.raises(polyir.ArgumentError, match="read-only"):
+            scale(frozen, x, 1.0)
+    with pytest.raises(polyir.BoundsError, match="x"):
+        scale(y, np.arange(4, dtype=np.float32), 1.0)  # bounds still checked on the fast path
+    scale(y.astype(np.float64), x.astype(np.float64), 1.0)   # another dtype: another build
+    assert len(scale.cache) == 2
+    scale.target = "interpret"                         # a changed target is seen at once
+    y_interp = np.zeros(5, np.float32)
+    scale(y_interp, x, 4.0)
+    np.testing.assert_array_equal(y_interp, 4.0 * x)
+    assert len(scale.cache) == 3
