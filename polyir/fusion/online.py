@@ -102,6 +102,7 @@ from polyir.ir.walk import (
     map_loads,
     statements,
     substitute,
+    walk_nodes,
 )
 
 DEFAULT_ROWS = 1
@@ -341,12 +342,15 @@ def _drop_unused(locals_: tuple[Buffer, ...], body: tuple[Node, ...]) -> tuple[B
     return tuple(b for b in locals_ if b.name in reads | writes)
 
 
-def _shares_an_operand(tiles: For, row: str) -> bool:
-    """Whether the key tile reads a buffer at subscripts free of the row
-    variable (keys, values): what a block of rows reuses."""
+def _shares_an_operand(tiles: For, row: For) -> bool:
+    """Whether the key tile reads an array at subscripts free of the row
+    variable (keys, values): what a block of rows reuses. The row's own
+    scalars (its running max and sum) are no such thing."""
+    private = {b.name for b in row.locals}
     for s in statements(tiles.body):
         if isinstance(s, Assign) and any(
-                not any(isinstance(i, Aff) and row in i.variables() for i in load.indices)
+                load.indices and load.buffer not in private
+                and not any(isinstance(i, Aff) and row.var in i.variables() for i in load.indices)
                 and not _is_local(load.buffer, tiles) for load in loads(s.value)):
             return True
     return False
@@ -357,17 +361,26 @@ def _is_local(buffer: str, tiles: For) -> bool:
 
 
 def _block(node: For, made: set[str], rows: int, taken: set[str], where: str,
-           notes: list[tuple[str, str, str]]) -> For:
+           notes: list[tuple[str, str, str]], rectangular_only: bool = False) -> For:
     """``node`` with its rows blocked (``online_rows.block_rows``) when it holds
-    one key traversal that reads an operand every row shares."""
+    one key traversal that reads an operand every row shares; with
+    ``rectangular_only``, only when no key bound depends on the row."""
     tiles = [n for n in node.body if isinstance(n, For) and n.var in made]
+    if len(node.lower) == 1 and len(node.upper) == 1 and node.lower[0].is_constant \
+            and node.upper[0].is_constant:
+        rows = min(rows, node.upper[0].constant - node.lower[0].constant)  # no block past the rows
     if rows < 2 or not tiles:
         return node
     if len(tiles) > 1:
         notes.append((where, f"rows not blocked: {len(tiles)} key traversals in one row", "missed"))
         return node
-    if not _shares_an_operand(tiles[0], node.var):
+    if not _shares_an_operand(tiles[0], node):
         return node       # softmax rows: nothing is reused across rows
+    if rectangular_only and _row_dependent_bounds(tiles[0], node.var):
+        notes.append((where, f"rows not blocked: the key range depends on row '{node.var}' (a causal "
+                      "mask); a block's score product would be triangular, which the register "
+                      "tiles do not cover well (rows=N blocks it anyway)", "missed"))
+        return node
     try:
         blocked = block_rows(node, tiles[0], rows, taken)
     except RowsRefused as error:
@@ -378,12 +391,21 @@ def _block(node: For, made: set[str], rows: int, taken: set[str], where: str,
     return blocked
 
 
-def online_reductions(function: Function, tile: int = DEFAULT_TILE, rows: int = DEFAULT_ROWS) -> OnlineResult:
+def _row_dependent_bounds(tiles: For, row: str) -> bool:
+    """Whether the key-tile loop or a loop inside it has a bound that uses ``row``."""
+    return any(row in bound.variables()
+               for loop in walk_nodes((tiles,)) if isinstance(loop, For)
+               for bound in loop.lower + loop.upper)
+
+
+def online_reductions(function: Function, tile: int = DEFAULT_TILE, rows: int = DEFAULT_ROWS,
+                      rectangular_only: bool = False) -> OnlineResult:
     """Rewrite every cascade of a max and the reductions that use it through
     ``exp(x - max)`` (see the module docstring) into one traversal over tiles
     of ``tile`` values; where the traversal is the body of a row loop and
     reads keys every row shares, ``rows`` rows traverse each tile together
-    (``polyir.fusion.online_rows``; ``rows=1``: one row at a time). Returns the
+    (``polyir.fusion.online_rows``; ``rows=1``: one row at a time;
+    ``rectangular_only``: not where a key bound depends on the row). Returns the
     function (the same object when nothing matched) and the notes for the
     remarks. Raises ``ValueError`` for a tile or rows < 1."""
     if tile < 1:
@@ -402,7 +424,8 @@ def online_reductions(function: Function, tile: int = DEFAULT_TILE, rows: int = 
                 body = _rewrite_block(rewrite_loops(node.body), current, tile, taken, notes, made)
                 if body != node.body:
                     node = replace(node, body=body, locals=_drop_unused(node.locals, body))
-                    node = _block(node, made, rows, taken, f"function '{current.name}'", notes)
+                    node = _block(node, made, rows, taken, f"function '{current.name}'", notes,
+                                  rectangular_only)
             elif isinstance(node, If):
                 node = replace(node, then_body=rewrite_loops(node.then_body),
                                else_body=rewrite_loops(node.else_body))

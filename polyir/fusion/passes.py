@@ -12,9 +12,10 @@
 * ``shrink-buffers``: every local contracted to its footprint per iteration
   of the innermost loop around its accesses (``polyir.fusion.privatize``),
   then locals nothing reads removed with their writes.
-* ``online-reductions{tile=256 rows=1}``: reduce-reduce fusion (``polyir.fusion.online``):
+* ``online-reductions{tile=256 rows=0}``: reduce-reduce fusion (``polyir.fusion.online``):
   online softmax statistics and fused attention over key tiles, ``rows``
-  query rows against each tile (``polyir.fusion.online_rows``).
+  query rows against each tile (``polyir.fusion.online_rows``; ``0``: chosen
+  from the target, see :func:`auto_rows`).
 * ``single-pass-moments{min_bytes=-1}``: mean and variance sums in one
   traversal (``polyir.fusion.moments``) for rows larger than ``min_bytes``
   (``-1``: the Target's L1 size).
@@ -36,6 +37,7 @@ from polyir.ir.nodes import Barrier, Function, Launch, Module
 from polyir.ir.walk import walk_nodes
 from polyir.passes import register_pass
 from polyir.polyhedral.analysis import AnalysisLimit
+from polyir.target import Target
 
 MODES = ("greedy", "producer", "sibling")
 
@@ -174,6 +176,21 @@ class ShrinkBuffers:
         return _each_host(module, change)
 
 
+def auto_rows(target: Target, tile: int) -> int:
+    """Query rows per block against each key tile (``online-reductions{rows=0}``):
+    on a CPU, a multiple of the f32 register tile's rows (so the block's score
+    product ``q . k`` fills register tiles), at most 8 of them, and at most what
+    keeps the block's scores and weights (``2 x rows x tile`` floats) within a
+    quarter of the L2 cache, next to the key and value tiles. Elsewhere 1 (the
+    interpreter gains nothing; the GPU maps rows itself)."""
+    if target.kind != "cpu":
+        return DEFAULT_ROWS
+    from polyir.tiling.sizes import register_tile
+    mr = register_tile(target, 4).mr
+    fits = target.cache(2).size // 4 // (2 * tile * 4 * mr)
+    return mr * max(1, min(8, fits))
+
+
 @register_pass("online-reductions")
 @dataclass(frozen=True)
 class OnlineReductions:
@@ -186,19 +203,21 @@ class OnlineReductions:
     ``shrink-buffers``. Every rewrite and every cascade left alone is a remark."""
 
     tile: int = DEFAULT_TILE
-    rows: int = DEFAULT_ROWS
+    rows: int = 0
 
     def __post_init__(self) -> None:
         if self.tile < 1:
             raise ValueError(f"tile must be >= 1, not {self.tile}")
-        if self.rows < 1:
-            raise ValueError(f"rows must be >= 1, not {self.rows}")
+        if self.rows < 0:
+            raise ValueError(f"rows must be >= 0 (0: from the target), not {self.rows}")
 
     def run(self, module: Module, ctx: PassContext) -> Module:
+        rows = self.rows or auto_rows(ctx.target, self.tile)
+
         def change(function: Function) -> Function:
             original = function
             function, notes = pull_consumers(function, ctx.analyses.isl)
-            result = online_reductions(function, self.tile, self.rows)
+            result = online_reductions(function, self.tile, rows, rectangular_only=not self.rows)
             if result.function is function:
                 result = replace(result, function=original)   # pulling alone is no gain
                 notes = [n for n in notes if n[2] != "applied"]

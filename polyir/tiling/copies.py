@@ -151,6 +151,14 @@ def plan_dimensions(scop: Scop, footprint: Footprint, shape: Sequence[Aff],
     rank = len(footprint.box)
     for d, (lo, hi) in enumerate(footprint.box):
         low, high = _bound_lists(lo, "lower"), _bound_lists(hi, "upper")
+        # a piecewise side that no min/max list states: one of its pieces may hold everywhere
+        # (a partial last tile makes isl give ``i + 5`` a piece of its own, ``31``)
+        guessed = None
+        if low is None:
+            low = _one_side(scop, footprint, d, lo, "lower", shape[d], outer_names)
+        if high is None:
+            high = _one_side(scop, footprint, d, hi, "upper", shape[d], outer_names)
+            guessed = high
         extent: Aff | None = None
         base = Aff.const(0)
         if low is not None and high is not None:
@@ -159,6 +167,12 @@ def plan_dimensions(scop: Scop, footprint: Footprint, shape: Sequence[Aff],
             expr = f"x{d} - ({aff_to_isl(base, outer_names)}) + 1"
             extent = _symbolic_max(scop, _relation_values(scop, footprint.relation, footprint.outer,
                                                           rank, expr))
+            if extent is not None and guessed is not None:
+                # the copy loops run up to the guessed piece: the local must reach it too
+                over = (f"({aff_to_isl(guessed[0], outer_names)}) - ({aff_to_isl(base, outer_names)})"
+                        f" + 1 - ({aff_to_isl(extent, outer_names)})")
+                if not _all_at_most_zero(scop, footprint, rank, over):
+                    extent = None
         if low is None or high is None or extent is None:
             low, high, base, extent = (Aff.const(0),), (shape[d] - 1,), Aff.const(0), shape[d]
         lowers.append(low)
@@ -167,6 +181,29 @@ def plan_dimensions(scop: Scop, footprint: Footprint, shape: Sequence[Aff],
         extents.append(extent if not extent.is_constant else Aff.const(max(1, extent.constant)))
     return lowers, uppers, bases, extents
 
+
+def _one_side(scop: Scop, footprint: Footprint, d: int, bound: Bound, side: str, extent: Aff,
+              outer_names: dict[str, str]) -> tuple[Aff, ...] | None:
+    """A loop bound list for dimension ``d`` when ``bound`` is a piecewise side that
+    no single min/max list states: the first of its pieces that bounds every element
+    of the footprint (``x_d >= e`` below, ``x_d <= e`` above), with the buffer's own
+    bound (``0`` below, ``extent - 1`` above); ``None`` when no piece does."""
+    rank = len(footprint.box)
+    for expr in bound.exprs:
+        text = aff_to_isl(expr, outer_names)
+        gap = f"({text}) - x{d}" if side == "lower" else f"x{d} - ({text})"
+        if _all_at_most_zero(scop, footprint, rank, gap):
+            own = Aff.const(0) if side == "lower" else extent - 1
+            return (expr,) if own == expr else (expr, own)
+    return None
+
+
+def _all_at_most_zero(scop: Scop, footprint: Footprint, rank: int, expr: str) -> bool:
+    """Whether isl expression ``expr`` (over ``o<k>`` and ``x<d>``) is at most 0 for
+    every pair of ``footprint``'s relation, under the function's assumptions."""
+    values = _relation_values(scop, footprint.relation, footprint.outer, rank, expr)
+    values = values.intersect_params(scop.context)
+    return values.is_subset(scop.isl_set(f"{scop.param_space} -> {{ [e] : e <= 0 }}"))
 
 # ------------------------------------------------------------------ rewriting
 def _rewrite_expr(expr: Expr, buffer: str, local: str, index_of) -> Expr:

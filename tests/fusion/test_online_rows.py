@@ -15,10 +15,12 @@ import torch.nn.functional as F
 
 import polyir
 from polyir.context import PassContext
+from polyir.fusion.passes import auto_rows
 from polyir.ir.nodes import For
 from polyir.ir.walk import walk_nodes
 from polyir.passes import PipelineError, transform
-from polyir.testing import assert_preserves_or_refuses
+from polyir.target import cpu
+from polyir.testing import assert_equivalent, assert_preserves_or_refuses
 from tests.frontends.fx_support import Fn
 
 BLOCKED = "fuse,online-reductions{tile=4 rows=3},shrink-buffers,distribute,auto-tile"
@@ -81,6 +83,10 @@ def _rows_program(rng: random.Random) -> str:
     shared = rng.choice(["K[j, r]", "K[j, r] * 0.5"])
     out = rng.choice(["Y[i, d]", "Y[i, d]", "Y[0, d]"])
     lower = rng.choice(["0", "0", "i - 2"])      # a sliding window: a bound that varies by row
+    return _rows_text(shared, out, lower)
+
+
+def _rows_text(shared: str, out: str, lower: str) -> str:
     return "\n".join([
         "func f(Q: f32[N, R], K: f32[M, R], V: f32[M, D], Y: f32[N, D]) {",
         "  for i = 0 to N {",
@@ -113,5 +119,23 @@ def test_random_rows_preserved_or_left_alone(seed: int) -> None:
 
 
 def test_rows_option_is_checked() -> None:
-    with pytest.raises(PipelineError, match="rows must be >= 1"):
-        transform(polyir.parse(_rows_program(random.Random(0))), "online-reductions{rows=0}")
+    with pytest.raises(PipelineError, match="rows must be >= 0"):
+        transform(polyir.parse(_rows_program(random.Random(0))), "online-reductions{rows=-1}")
+
+
+def test_rows_from_the_target_block_rectangular_ranges_only() -> None:
+    """``rows=0`` (the default): blocks of :func:`auto_rows` rows where the key range is
+    the same for every row; a causal range stays one row at a time, with a remark."""
+    plain = polyir.parse(_rows_text("K[j, r]", "Y[i, d]", "0"))
+    ctx = PassContext(target=cpu(1))
+    blocked = transform(plain, "online-reductions", ctx=ctx)
+    rows = auto_rows(cpu(1), 256)
+    assert rows > 1 and any(f"blocks of {rows}" in r.why
+                            for r in ctx.remarks_of("online-reductions", "applied"))
+    assert_equivalent(plain, blocked, trials=2, rtol=1e-4, atol=1e-5)
+    causal = polyir.parse(_rows_text("K[j, r]", "Y[i, d]", "i - 2"))  # a window: bounds vary by row
+    ctx = PassContext(target=cpu(1))
+    kept = transform(causal, "online-reductions", ctx=ctx)
+    assert any("depends on row" in r.why for r in ctx.remarks_of("online-reductions", "missed"))
+    assert not any("blocks of" in r.why for r in ctx.remarks_of("online-reductions", "applied"))
+    assert_equivalent(causal, kept, trials=2, rtol=1e-4, atol=1e-5)
