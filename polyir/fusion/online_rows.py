@@ -49,9 +49,18 @@ from __future__ import annotations
 from dataclasses import replace
 
 from polyir.ir.affine import Aff
+from polyir.ir.canonical import rename_nodes
 from polyir.ir.names import claim_name
 from polyir.ir.nodes import Assign, Buffer, Expr, For, If, Load, Node
-from polyir.ir.walk import buffer_accesses, loads, map_loads, statements, substitute, walk_nodes
+from polyir.ir.walk import (
+    STATEMENT_NODES,
+    buffer_accesses,
+    loads,
+    map_loads,
+    statements,
+    substitute,
+    walk_nodes,
+)
 
 
 class RowsRefused(Exception):
@@ -183,7 +192,8 @@ def block_rows(loop: For, tiles: For, rows: int, taken: set[str]) -> For:
         inner += [per_row((piece,)) for piece in pieces]
     key_tiles = replace(tiles, lower=_widest(tiles.lower, i, first, last, upper=False),
                         upper=_widest(tiles.upper, i, first, last, upper=True),
-                        body=tuple(inner), locals=tuple(locals_["tiles"]))
+                        body=_rectangular_apart(tuple(inner), first, last, taken),
+                        locals=tuple(locals_["tiles"]))
     before, after = loop.body[:position], loop.body[position + 1:]
     body: list[Node] = []
     if before:
@@ -193,6 +203,66 @@ def block_rows(loop: For, tiles: For, rows: int, taken: set[str]) -> For:
         body.append(per_row(after))
     return For(i0, loop.lower, loop.upper, tuple(body), step=rows, locals=tuple(locals_["loop"]),
                loc=loop.loc)
+
+
+def _rectangular_apart(body: tuple[Node, ...], first: Aff, last: Aff,
+                       taken: set[str]) -> tuple[Node, ...]:
+    """``body`` (a key tile's per-row loops, rows ``first`` to at most ``last``)
+    with each per-row loop whose subtree has one key bound that varies by row
+    split in two: the keys every row of the block has (the bound taken at the
+    block's tightest row: a rectangle, which ``auto-tile`` register-tiles), then
+    the rest (at most a block's width of keys per row: the triangle a causal
+    diagonal or a sliding window leaves). Each row still runs its keys in order
+    and rows are independent (the blocking's own condition), so the split only
+    reorders instances of different rows."""
+    result: list[Node] = []
+    for node in body:
+        split = _split_row_range(node, first, last, taken) if isinstance(node, For) else None
+        result.extend(split if split is not None else (node,))
+    return tuple(result)
+
+
+def _split_row_range(row: For, first: Aff, last: Aff, taken: set[str]) -> tuple[For, For] | None:
+    if row.lower != (first,):
+        return None
+    found: list[tuple[For, str, Aff]] = []
+    for loop in walk_nodes(row.body):
+        if isinstance(loop, For):
+            for side, bounds in (("lower", loop.lower), ("upper", loop.upper)):
+                found += [(loop, side, b) for b in bounds if row.var in b.variables()]
+    if len(found) != 1:
+        return None
+    loop, side, bound = found[0]
+    c = bound.coefficient(row.var)
+    tightest = bound.substitute({row.var: first if (c > 0) == (side == "upper") else last})
+
+    def rebuild(nodes: tuple[Node, ...], part: str) -> tuple[Node, ...]:
+        out: list[Node] = []
+        for n in nodes:
+            if n is loop:
+                if side == "upper":
+                    lower, upper = (n.lower, tuple(tightest if b is bound else b for b in n.upper)) \
+                        if part == "all" else (n.lower + (tightest,), n.upper)
+                else:
+                    lower, upper = (tuple(tightest if b is bound else b for b in n.lower), n.upper) \
+                        if part == "all" else (n.lower, n.upper + (tightest,))
+                out.append(replace(n, lower=lower, upper=upper))
+            elif isinstance(n, For):
+                out.append(replace(n, body=rebuild(n.body, part)))
+            else:
+                out.append(n)
+        return tuple(out)
+
+    shared = replace(row, body=rebuild(row.body, "all"))
+    rest = replace(row, body=rebuild(row.body, "rest"))
+    mapping: dict[str, str] = {}
+    for node in walk_nodes((rest,)):
+        if isinstance(node, For) or isinstance(node, STATEMENT_NODES):
+            old = node.var if isinstance(node, For) else node.name
+            mapping[old] = claim_name(old, taken)
+    (renamed,) = rename_nodes((rest,), mapping)
+    assert isinstance(renamed, For)
+    return shared, renamed
 
 
 __all__ = ["RowsRefused", "block_rows", "independent_rows"]

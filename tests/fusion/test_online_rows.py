@@ -16,8 +16,8 @@ import torch.nn.functional as F
 import polyir
 from polyir.context import PassContext
 from polyir.fusion.passes import auto_rows
-from polyir.ir.nodes import For
-from polyir.ir.walk import walk_nodes
+from polyir.ir.nodes import Assign, For
+from polyir.ir.walk import loads, statements, walk_nodes
 from polyir.passes import PipelineError, transform
 from polyir.target import cpu
 from polyir.testing import assert_equivalent, assert_preserves_or_refuses
@@ -139,3 +139,18 @@ def test_rows_from_the_target_block_rectangular_ranges_only() -> None:
     assert any("depends on row" in r.why for r in ctx.remarks_of("online-reductions", "missed"))
     assert not any("blocks of" in r.why for r in ctx.remarks_of("online-reductions", "applied"))
     assert_equivalent(causal, kept, trials=2, rtol=1e-4, atol=1e-5)
+
+
+def test_a_row_varying_key_range_splits_into_a_rectangle_and_the_rest() -> None:
+    """With a sliding window (a lower key bound ``i - 2``), each per-row loop of a key
+    tile becomes the keys every row of the block has (a rectangle, no row variable
+    in its bounds) and the few that only some rows have; meaning is kept."""
+    window = polyir.parse(_rows_text("K[j, r]", "Y[i, d]", "i - 2"))
+    ctx = PassContext(target=cpu(1))
+    blocked = transform(window, "online-reductions{tile=4 rows=3}", ctx=ctx)
+    assert any("blocks of 3" in r.why for r in ctx.remarks_of("online-reductions", "applied"))
+    products = [s for s in statements(blocked.entry.body)
+                if isinstance(s, Assign) and any(load.buffer == "Q" for load in loads(s.value))]
+    assert len(products) == 2, [s.name for s in products]   # the rectangle's copy and the rest's
+    assert_equivalent(window, blocked, trials=3, rtol=1e-4, atol=1e-5)
+    assert_equivalent(window, blocked, sizes={"N": 5, "M": 3, "R": 2, "D": 2})
