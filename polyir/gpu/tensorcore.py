@@ -21,11 +21,10 @@ as it is::
         }
         fragment_store(Cs[warp's tile], fc_..)                        # f32 staging tile
         barrier
-        for e = t to BM*BN step 32*W {                                # epilogue, coalesced
-          if (row < M and col < N) {
-            before...; acc = acc + Cs[e // BN, e % BN]; after...     # one store of C
+        for each element (i, j, half, q) lane t % 32 holds in the C layout:  # epilogue
+          if (row < M and col < N) {                                  #  in registers
+            before...; acc = acc + Cs[row, col]; after...             # one store of C
           }
-        }
       }
     }}}
 
@@ -35,9 +34,14 @@ against bank conflicts; ``Cs`` is padded by 4 floats. The fragment loads read
 shared memory at 16-B aligned rows, so the NVPTX lowering uses ``ldmatrix`` +
 ``mma.sync.m16n8k16`` (``polyir.ptx.mma_sync``). The statements fusion put
 around the reduction (bias, activation, residual, casts) run once per output
-element on the finished accumulator, then store C once, coalesced; the
-accumulators reach them through shared memory (the f32 staging tile), not
-straight from the registers.
+element on the finished accumulator, then store C once: each lane finishes
+the elements it holds in the ``mma.m16n8k16`` C layout (:func:`acc_position`),
+so in the IR it reads back only what its own warp's ``fragment_store`` wrote
+(the barrier keeps the interpreter's race model, which sees a warp-wide store,
+satisfied), and the NVPTX lowering reads those loads straight from the
+accumulator registers and allocates no ``Cs`` at all
+(``polyir.ptx.mma_sync.register_staged``): the epilogue never goes through
+shared memory.
 
 Semantics: every output element gets ``init + sum_k a*b`` where the original
 computed ``(..((init + a0*b0) + a1*b1) ..)``: the f32 sum is reassociated (as
@@ -74,6 +78,7 @@ from polyir.ir.nodes import (
 from polyir.ir.types import DType, MemorySpace
 from polyir.ir.walk import substitute, walk_nodes
 from polyir.target import Target
+from polyir.tiling.bands import renamed_copy
 
 if TYPE_CHECKING:
     from polyir.context import PassContext
@@ -229,29 +234,30 @@ def map_contraction(function: Function, contraction: Contraction, config: TileCo
             stores.append(FragmentStore(claim_name("TS", names), c_tile, origin, frag_c[i][j],
                                         key, "row"))
 
-    # epilogue: the original statements per output element, on the finished sum
-    e = claim_name("tc_ec", names)
-    ev = Aff.var(e)
-    r, c = ev // bn, ev % bn
-    mapping = {contraction.row: row0 + r, contraction.col: col0 + c, **batch_map}
-    update = contraction.update
-    acc_indices = tuple(i.substitute(mapping) if isinstance(i, Aff) else i for i in update.indices)
-    total = Assign(update.name, update.buffer, acc_indices,
-                   BinOp("+", Load(update.buffer, acc_indices), Load(c_tile, (r, c))),
-                   update.loc)
-    body = (*substitute(contraction.before, mapping), total,
-            *substitute(contraction.after, mapping))
+    # epilogue in registers: each lane finishes exactly the accumulator
+    # elements it holds in the m16n8k16 C layout (:func:`acc_position`), reading
+    # them from the staging tile at the positions its own fragment_store wrote;
+    # the NVPTX lowering reads those loads from the fragment registers and
+    # drops the tile (``polyir.ptx.mma_sync.register_staged``).
     band_locals = tuple(replace(buf, space=MemorySpace.LOCAL) if buf.space is MemorySpace.GLOBAL
                         else buf for lp in contraction.band for buf in lp.locals)
     for buf in band_locals:
         if not all(d.is_constant for d in buf.shape):
             raise CompileError(f"function '{function.name}': local '{buf.name}' of the "
                                f"contraction has a symbolic shape")
-    in_tile = If((Constraint(row0 + r, "<", m), Constraint(col0 + c, "<", n)), body)
-    epilogue = For(e, (Aff.var(t),), (Aff.const(bm * bn),), (in_tile,), step=threads,
-                   locals=band_locals)
+    lane = Aff.var(t) % 32
+    epilogue: list[Node] = []
+    for i in range(fm):
+        for j in range(fn):
+            for half in range(2):
+                for q in range(4):
+                    dr, dc = acc_position(half, q, lane)
+                    r = wm * config.warp_m + 16 * i + dr
+                    c = wn * config.warp_n + 16 * j + dc
+                    epilogue.append(_epilogue_element(contraction, c_tile, r, c, row0, col0,
+                                                      batch_map, band_locals, names))
     thread_loop = For(t, (Aff.const(0),), (Aff.const(threads),),
-                      (*fills, *prologue, k_loop, *stores, Barrier(), epilogue),
+                      (*fills, *prologue, k_loop, *stores, Barrier(), *epilogue),
                       mapping="thread.x")
     nest: Node = For(bx, (Aff.const(0),), ((n + (bn - 1)) // bn,), (thread_loop,),
                      mapping="block.x")
@@ -263,6 +269,37 @@ def map_contraction(function: Function, contraction: Contraction, config: TileCo
     return nest, shared + fragments
 
 
+
+
+def acc_position(half: int, q: int, lane: Aff) -> tuple[Aff, Aff]:
+    """(row, column) in a 16x16 accumulator tile of register ``4*half + q`` of
+    ``lane``: the m16n8 C layout of n8 half ``half`` (PTX ISA; the same formula
+    as ``polyir.ptx.mma_sync.acc_element``, which the tests compare)."""
+    g = lane // 4
+    return g + 8 * (q // 2), (lane % 4) * 2 + 8 * half + q % 2
+
+
+def _epilogue_element(contraction: Contraction, c_tile: str, r: Aff, c: Aff, row0: Aff, col0: Aff,
+                      batch_map: dict[str, Aff], band_locals: tuple[Buffer, ...],
+                      names: set[str]) -> Node:
+    """The statements fusion put around the reduction, for the output element
+    at tile position ``(r, c)``, on its finished sum ``c_tile[r, c]``; guarded
+    by the matrix edges, in a one-trip loop that scopes the band's locals;
+    every name fresh (one copy per element a lane holds)."""
+    mapping = {contraction.row: row0 + r, contraction.col: col0 + c, **batch_map}
+    update = contraction.update
+    acc_indices = tuple(i.substitute(mapping) if isinstance(i, Aff) else i for i in update.indices)
+    total = Assign(update.name, update.buffer, acc_indices,
+                   BinOp("+", Load(update.buffer, acc_indices), Load(c_tile, (r, c))),
+                   update.loc)
+    body = (*substitute(contraction.before, mapping), total,
+            *substitute(contraction.after, mapping))
+    in_tile = If((Constraint(row0 + r, "<", contraction.m),
+                  Constraint(col0 + c, "<", contraction.n)), body)
+    element: Node = in_tile if not band_locals else For(
+        "tc_ec", (Aff.const(0),), (Aff.const(1),), (in_tile,), locals=band_locals)
+    (copy,), _ = renamed_copy((element,), names)   # fresh statement, loop and local names
+    return copy
 
 
 def map_tensor_cores(function: Function, target: Target, config: TileConfig | None,
@@ -342,4 +379,4 @@ def _has_reduction(node: Node) -> bool:
         any(isinstance(n, For) and n.parallel for n in walk_nodes((node,)))
 
 
-__all__ = ["map_contraction", "map_tensor_cores", "MMA_KEYS"]
+__all__ = ["map_contraction", "map_tensor_cores", "acc_position", "MMA_KEYS"]
