@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING
 
 from polyir.errors import CompileError
 from polyir.gpu.contraction import Contraction, NotAContraction, Operand, find_contraction
+from polyir.gpu.implicit_gemm import ImplicitGemm, find_convolution
 from polyir.gpu.tiles import PAD_F32, PAD_HALVES, TileConfig, choose_tiles
 from polyir.ir.affine import Aff, Constraint
 from polyir.ir.names import claim_name, names_in
@@ -104,6 +105,26 @@ def guarded_copy(tile: str, source: Operand, rows: int, cols: int, threads: int,
     return For(e, (Aff.var(t),), (Aff.const(rows * cols),), (guard,), step=threads)
 
 
+def gathered_copy(tile: str, conv: ImplicitGemm, role: str, rows: int, cols: int, threads: int,
+                  t: str, e: str, origin: tuple[Aff, Aff], extents: tuple[Aff, Aff],
+                  names: set[str]) -> For:
+    """``tile[0:rows, 0:cols]`` = the implicit GEMM's operand ``role`` at
+    ``origin``, element by element (thread ``e % threads`` copies element
+    ``e``), read from the convolution's own input or weights
+    (:meth:`ImplicitGemm.gather`) and 0 outside ``extents`` or the input
+    (the zero padding): no im2col buffer."""
+    ev = Aff.var(e)
+    r, c = ev // cols, ev % cols
+    g_row, g_col = origin[0] + r, origin[1] + c
+    operand = conv.a if role == "a" else conv.b
+    indices, inside = conv.gather(role, g_row, g_col)
+    zero = Cast(operand.dtype, Const(0.0, DType.F32))
+    guard = If((Constraint(g_row, "<", extents[0]), Constraint(g_col, "<", extents[1]), *inside),
+               (Assign(claim_name("TC", names), tile, (r, c), Load(operand.buffer, indices)),),
+               (Assign(claim_name("TZ", names), tile, (r, c), zero),))
+    return For(e, (Aff.var(t),), (Aff.const(rows * cols),), (guard,), step=threads)
+
+
 VECTOR = 8
 """Elements of one 16-byte chunk of a 16-bit tile."""
 
@@ -138,7 +159,7 @@ def chunked_copy(tile: str, source: Operand, rows: int, cols: int, threads: int,
     return For(e, (Aff.var(t),), (Aff.const(rows * per_row),), (chunk,), step=threads)
 
 
-def map_contraction(function: Function, contraction: Contraction, config: TileConfig
+def map_contraction(function: Function, contraction: Contraction | ImplicitGemm, config: TileConfig
                     ) -> tuple[Node, list[Buffer]]:
     """The hand-mapped nest replacing ``contraction`` and the shared/fragment
     buffers it needs (to add to ``function.locals``)."""
@@ -177,6 +198,11 @@ def map_contraction(function: Function, contraction: Contraction, config: TileCo
         k0 = k_tile * bk
         a_origin, a_ext = ((row0, k0), (m, k)) if a.layout == "row" else ((k0, row0), (k, m))
         b_origin, b_ext = ((k0, col0), (k, n)) if b.layout == "row" else ((col0, k0), (n, k))
+        if isinstance(contraction, ImplicitGemm):   # packed on the fly from the input
+            return (gathered_copy(a_tiles[stage], contraction, "a", a_rows, a_cols, threads, t,
+                                  claim_name("tc_ea", names), a_origin, a_ext, names),
+                    gathered_copy(b_tiles[stage], contraction, "b", b_rows, b_cols, threads, t,
+                                  claim_name("tc_eb", names), b_origin, b_ext, names))
         return (chunked_copy(a_tiles[stage], a, a_rows, a_cols, threads, t,
                              claim_name("tc_ea", names), claim_name("tc_va", names),
                              a_origin, a_ext, a_lead, names),
@@ -279,14 +305,14 @@ def acc_position(half: int, q: int, lane: Aff) -> tuple[Aff, Aff]:
     return g + 8 * (q // 2), (lane % 4) * 2 + 8 * half + q % 2
 
 
-def _epilogue_element(contraction: Contraction, c_tile: str, r: Aff, c: Aff, row0: Aff, col0: Aff,
+def _epilogue_element(contraction: Contraction | ImplicitGemm, c_tile: str, r: Aff, c: Aff, row0: Aff, col0: Aff,
                       batch_map: dict[str, Aff], band_locals: tuple[Buffer, ...],
                       names: set[str]) -> Node:
     """The statements fusion put around the reduction, for the output element
     at tile position ``(r, c)``, on its finished sum ``c_tile[r, c]``; guarded
     by the matrix edges, in a one-trip loop that scopes the band's locals;
     every name fresh (one copy per element a lane holds)."""
-    mapping = {contraction.row: row0 + r, contraction.col: col0 + c, **batch_map}
+    mapping = {**contraction.output_map(row0 + r, col0 + c), **batch_map}
     update = contraction.update
     acc_indices = tuple(i.substitute(mapping) if isinstance(i, Aff) else i for i in update.indices)
     total = Assign(update.name, update.buffer, acc_indices,
@@ -322,8 +348,9 @@ def map_tensor_cores(function: Function, target: Target, config: TileConfig | No
             body.append(node)
             continue
         current = replace(function, locals=function.locals + tuple(added))
+        contraction: Contraction | ImplicitGemm
         try:
-            contraction = find_contraction(current, node)
+            contraction = _find(current, node)
         except NotAContraction as why:
             if ctx is not None and _has_reduction(node):
                 ctx.remark("gpu-tensorcore", f"function '{function.name}', loop '{node.var}'",
@@ -331,9 +358,17 @@ def map_tensor_cores(function: Function, target: Target, config: TileConfig | No
             body.append(node)
             continue
         where = f"function '{function.name}', loop '{node.var}'"
-        what = f"contraction {contraction.a.buffer} x {contraction.b.buffer} " \
+        kind = "convolution (implicit GEMM)" if isinstance(contraction, ImplicitGemm) \
+            else "contraction"
+        what = f"{kind} {contraction.a.buffer} x {contraction.b.buffer} " \
                f"({contraction.input_dtype})"
-        if contraction.input_dtype is DType.F32:
+        if isinstance(contraction, ImplicitGemm) and contraction.input_dtype is DType.F32:
+            if ctx is not None:
+                ctx.remark("gpu-tensorcore", where, f"{what} left to gpu-map (f32 "
+                           f"implicit GEMM on CUDA cores is not written yet)")
+            body.append(node)
+            continue
+        if isinstance(contraction, Contraction) and contraction.input_dtype is DType.F32:
             if not f32:
                 if ctx is not None:
                     ctx.remark("gpu-tensorcore", where, f"{what} left to gpu-map (f32=false; "
@@ -368,6 +403,18 @@ def map_tensor_cores(function: Function, target: Target, config: TileConfig | No
     if not changed:
         return function
     return replace(function, body=tuple(body), locals=function.locals + tuple(added))
+
+
+def _find(function: Function, nest: Node) -> Contraction | ImplicitGemm:
+    """The contraction or convolution ``nest`` computes (NotAContraction: why
+    it is neither, the contraction's reason first)."""
+    try:
+        return find_contraction(function, nest)
+    except NotAContraction as why:
+        try:
+            return find_convolution(function, nest)
+        except NotAContraction as conv:
+            raise NotAContraction(f"{why}; as a convolution: {conv}") from None
 
 
 def _constant(aff: Aff | None) -> int | None:
