@@ -137,3 +137,21 @@ def test_f32_convolutions_are_left_to_gpu_map_with_a_remark() -> None:
     assert out.entry.body == module.entry.body
     assert any("implicit GEMM" in str(r) and "left to gpu-map" in str(r)
                for r in ctx.remarks_of("gpu-tensorcore"))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [dict(n=2, c=16, h=17, w=19, oc=24, k=3, stride=2, pad=1),
+                                   dict(n=1, c=40, h=9, w=9, oc=72, k=1, relu=True)], ids=str)
+def test_implicit_gemm_convolution_on_the_gpu(shape) -> None:
+    import cupy
+    sm = 90 if int(cupy.cuda.Device().compute_capability) >= 90 else 80
+    text = conv_ir(**shape)
+    exe = compile_ir(parse(text), cuda(sm))
+    assert "mma.sync.aligned.m16n8k16" in exe.ptx
+    module = parse(text)
+    arrays = _data(module, np.random.default_rng(8), "f16")
+    expected = [a.copy() for a in arrays]
+    from polyir.ir.interpreter import interpret
+    interpret(module, *expected)
+    exe(*arrays)
+    np.testing.assert_array_equal(arrays[3], expected[3])   # small integers: exact
