@@ -60,7 +60,9 @@ class GpuTensorCore:
 
     f32 contractions go to CUDA-core register tiles staged in shared memory
     (``polyir.gpu.simt``; tensor cores would round them to tf32) unless
-    ``f32=false``.
+    ``f32=false``. Convolutions run as implicit GEMM
+    (``polyir.gpu.implicit_gemm``); row reductions such as softmax run one
+    block per row (``polyir.gpu.rows``).
 
     ``tile``: ``BM,BN,BK`` (empty: chosen by ``polyir.gpu.tiles.choose_tiles``
     from the target); ``warps``: ``WM,WN`` warps per block (with ``tile``).

@@ -352,6 +352,12 @@ def map_tensor_cores(function: Function, target: Target, config: TileConfig | No
         try:
             contraction = _find(current, node)
         except NotAContraction as why:
+            mapped = _map_rows(current, node, ctx)
+            if mapped is not None:
+                body.append(mapped[0])
+                added += mapped[1]
+                changed = True
+                continue
             if ctx is not None and _has_reduction(node):
                 ctx.remark("gpu-tensorcore", f"function '{function.name}', loop '{node.var}'",
                            f"not mapped to tensor cores: {why}")
@@ -403,6 +409,23 @@ def map_tensor_cores(function: Function, target: Target, config: TileConfig | No
     if not changed:
         return function
     return replace(function, body=tuple(body), locals=function.locals + tuple(added))
+
+
+def _map_rows(function: Function, nest: Node, ctx: PassContext | None
+              ) -> tuple[Node, list[Buffer]] | None:
+    """``nest`` as a row-reduction nest mapped one block per row
+    (``polyir.gpu.rows``), or None when it is none."""
+    from polyir.gpu.rows import NotRows, find_rows, map_rows, threads_for
+    try:
+        rows = find_rows(function, nest)
+    except NotRows:
+        return None
+    if ctx is not None:
+        ctx.remark("gpu-tensorcore", f"function '{function.name}', loop '{rows.band[0].var}'",
+                   f"row reductions ({len(rows.reductions)}) mapped: one block of "
+                   f"{threads_for(rows)} threads per row, shares combined in shared memory",
+                   kind="applied")
+    return map_rows(function, rows)
 
 
 def _find(function: Function, nest: Node) -> Contraction | ImplicitGemm:
