@@ -56,7 +56,6 @@ from typing import TYPE_CHECKING
 from polyir.errors import CompileError
 from polyir.gpu.contraction import Contraction, NotAContraction, Operand, find_contraction
 from polyir.gpu.implicit_gemm import ImplicitGemm, find_convolution
-from polyir.gpu.tiles import PAD_F32, PAD_HALVES, TileConfig, choose_tiles
 from polyir.ir.affine import Aff, Constraint
 from polyir.ir.names import claim_name, names_in
 from polyir.ir.nodes import (
@@ -80,6 +79,7 @@ from polyir.ir.types import DType, MemorySpace
 from polyir.ir.walk import substitute, walk_nodes
 from polyir.target import Target
 from polyir.tiling.bands import renamed_copy
+from polyir.tiling.gpu_tiles import PAD_F32, PAD_HALVES, TileConfig, choose_tiles
 
 if TYPE_CHECKING:
     from polyir.context import PassContext

@@ -19,7 +19,6 @@ import pytest
 from polyir.context import PassContext
 from polyir.driver import build, compile_ir
 from polyir.gpu.tensorcore import acc_position
-from polyir.gpu.tiles import TileConfig
 from polyir.ir.affine import Aff
 from polyir.ir.nodes import Launch
 from polyir.ir.parser import parse
@@ -29,6 +28,7 @@ from polyir.passes import transform
 from polyir.ptx.mma_sync import acc_element
 from polyir.ptx.staging import register_staged
 from polyir.target import cuda
+from polyir.tiling.gpu_tiles import TileConfig
 from tests.gpu.ptxas import resource_usage
 from tests.gpu.test_tensorcore import _check_equivalent, _matmul_ir
 

@@ -16,7 +16,8 @@ A small analytical model over a fixed candidate list (CUTLASS-like shapes,
   element.
 
 The mechanism (``polyir.gpu.tensorcore``) takes any :class:`TileConfig`; this
-module only chooses one.
+module only chooses one (policy lives in ``polyir.tiling``, mechanism in
+``polyir.gpu``).
 """
 from __future__ import annotations
 
