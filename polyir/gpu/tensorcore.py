@@ -368,13 +368,7 @@ def map_tensor_cores(function: Function, target: Target, config: TileConfig | No
             else "contraction"
         what = f"{kind} {contraction.a.buffer} x {contraction.b.buffer} " \
                f"({contraction.input_dtype})"
-        if isinstance(contraction, ImplicitGemm) and contraction.input_dtype is DType.F32:
-            if ctx is not None:
-                ctx.remark("gpu-tensorcore", where, f"{what} left to gpu-map (f32 "
-                           f"implicit GEMM on CUDA cores is not written yet)")
-            body.append(node)
-            continue
-        if isinstance(contraction, Contraction) and contraction.input_dtype is DType.F32:
+        if contraction.input_dtype is DType.F32:
             if not f32:
                 if ctx is not None:
                     ctx.remark("gpu-tensorcore", where, f"{what} left to gpu-map (f32=false; "

@@ -67,7 +67,8 @@ def _data(module, rng, dtype):
         values = rng.integers(-3, 4, shape).astype(np.float32)
         if param.name == "out0":
             values[:] = 0
-        arrays.append(values.astype(np.float16) if dtype == "f16" else round_to_bf16(values))
+        arrays.append(values.astype(np.float16) if dtype == "f16" else
+                      values if dtype == "f32" else round_to_bf16(values))
     return arrays
 
 
@@ -130,13 +131,18 @@ def test_not_a_convolution_says_why() -> None:
             find_convolution(broken.entry, nest)
 
 
-def test_f32_convolutions_are_left_to_gpu_map_with_a_remark() -> None:
-    module = _prepared(conv_ir(1, 4, 6, 6, 8, 3, pad=1, dtype="f32"))
+@pytest.mark.parametrize("shape", [dict(n=2, c=5, h=9, w=8, oc=7, k=3, stride=2, pad=1),
+                                   dict(n=1, c=6, h=7, w=7, oc=70, k=1)], ids=str)
+def test_f32_convolutions_on_cuda_core_register_tiles(shape) -> None:
+    module = _prepared(conv_ir(dtype="f32", **shape))
     ctx = PassContext(cuda(80))
-    out = transform(module, "gpu-tensorcore", ctx=ctx)
-    assert out.entry.body == module.entry.body
-    assert any("implicit GEMM" in str(r) and "left to gpu-map" in str(r)
-               for r in ctx.remarks_of("gpu-tensorcore"))
+    mapped = transform(module, "gpu-tensorcore,gpu-map", ctx=ctx)
+    applied = [str(r) for r in ctx.remarks_of("gpu-tensorcore") if r.kind == "applied"]
+    assert len(applied) == 1 and "CUDA cores" in applied[0] and "implicit GEMM" in applied[0]
+    _check_equivalent(module, mapped, _data(module, np.random.default_rng(6), "f32"))
+    exe = compile_ir(module, cuda(90))
+    (usage,) = resource_usage(exe.ptx, "sm_90").values()
+    assert usage["spill_stores"] == 0 and usage["stack"] == 0, usage
 
 
 @pytest.mark.gpu
