@@ -24,9 +24,11 @@ weights read as ``[OC, K]``). The mapping packs the A tile straight from
 padding is this zero-fill; no im2col buffer exists anywhere).
 
 Conditions: all sizes constant; the band exactly the four loops ``n, oc,
-oh, ow`` (any order), the reduction exactly ``ic, kh, kw`` (any order), from
-0, step 1; the guard's conditions each one of the four input bounds (they
-are all checked by the gather, which then changes nothing where the
+oh, ow`` (any order), the reduction exactly ``ic, kh, kw`` (any order; a
+kernel extent of 1 may have lost its loop, its weight subscript then 0),
+from 0, step 1 (``parallel`` or not: a sum in any order); the guard's
+conditions each one of the four input bounds (they are all checked by the
+gather, which then changes nothing where the
 original had fewer: those were true anyway); ``acc`` f32 and not subscripted
 by the reduction; nothing in the nest writes ``X`` or ``Wt``; the statements
 around the reduction do not use its variables. The f32 sum is reassociated,
@@ -151,11 +153,11 @@ def find_convolution(function: Function, nest: Node) -> ImplicitGemm:
     inner: Node = reductions[0]
     while isinstance(inner, For):
         why = _simple_loop(inner, symbols)
-        one_trip = inner.upper[0] == Aff.const(1)   # (mark-parallel marks those parallel)
-        if why or (inner.parallel and not one_trip) or inner.locals or \
-                not inner.upper[0].is_constant:
-            raise NotAContraction(why or f"reduction loop '{inner.var}' is parallel, has locals "
-                                         f"or a symbolic extent")
+        # a reduction loop may be marked parallel (one trip, or a guard that lets
+        # one iteration through): summing it in any order is still the sum
+        if why or inner.locals or not inner.upper[0].is_constant:
+            raise NotAContraction(why or f"reduction loop '{inner.var}' has locals or a "
+                                         f"symbolic extent")
         red.append(inner)
         if len(inner.body) != 1:
             raise NotAContraction(f"reduction loop '{inner.var}' holds more than one node")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from polyir.context import PassContext
 from polyir.driver import compile_ir
@@ -22,6 +24,7 @@ from polyir.ir.walk import walk_nodes
 from polyir.passes import transform
 from polyir.ptx.staging import register_staged
 from polyir.target import cuda
+from tests.conftest import examples
 from tests.gpu.ptxas import resource_usage
 from tests.gpu.test_tensorcore import _check_equivalent
 
@@ -161,3 +164,21 @@ def test_implicit_gemm_convolution_on_the_gpu(shape) -> None:
     interpret(module, *expected)
     exe(*arrays)
     np.testing.assert_array_equal(arrays[3], expected[3])   # small integers: exact
+
+
+@settings(max_examples=examples(6), deadline=None)
+@given(n=st.integers(1, 2), c=st.integers(1, 6), h=st.integers(3, 9), w=st.integers(3, 9),
+       oc=st.integers(1, 20), k=st.sampled_from([1, 2, 3]), stride=st.integers(1, 3),
+       pad=st.integers(0, 2), dilation=st.integers(1, 2))
+def test_random_convolutions_equal_the_loops(n, c, h, w, oc, k, stride, pad, dilation) -> None:
+    assume(h + 2 * pad >= dilation * (k - 1) + 1 and w + 2 * pad >= dilation * (k - 1) + 1)
+    assume(pad < dilation * (k - 1) + 1)   # torch's limit: padding under the window
+    module = _prepared(conv_ir(n, c, h, w, oc, k, stride, pad, dilation))
+    mapped = transform(module, "gpu-tensorcore{tile=16,16,16 warps=1,1},gpu-map",
+                       target="cuda:sm_80")
+    assert any(isinstance(node, For) and node.mapping == "thread.x"
+               for f in mapped.functions for node in walk_nodes(f.body))
+    (kernel,) = [f for f in mapped.functions if f.kind == "kernel"]
+    assert set(register_staged(kernel, 80)) == {"tc_Cs"}   # it went through the tensor cores
+    _check_equivalent(module, mapped, _data(module, np.random.default_rng(k), "f16"),
+                      orders=("shuffle",))

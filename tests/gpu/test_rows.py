@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from polyir.context import PassContext
 from polyir.driver import compile_ir
@@ -143,3 +144,22 @@ def test_tensor_core_and_row_mapping_preserve_or_refuse_on_random_programs(modul
         sizes = symbol_values(result.entry, None)
         interpret(result, *random_arguments(result.entry, np.random.default_rng(0), sizes),
                   detect_races=True)
+
+
+@settings(max_examples=examples(6), deadline=None)
+@given(rows=st.integers(1, 4), n=st.integers(1, 700), op=st.sampled_from(["+", "max", "min"]),
+       init=st.sampled_from(["0.0", "3.0", "-inf", "inf"]))
+def test_random_row_reductions_are_exact_on_integers(rows, n, op, init) -> None:
+    value = "acc[] + x[i, r]" if op == "+" else f"{op}(acc[], x[i, r])"
+    text = f"""func f(x: f32[{rows}, {n}], y: f32[{rows}, {n}], out: f32[{rows}]) {{
+  for i = 0 to {rows} parallel {{
+    local acc: f32[]
+    S0: acc[] = {init}
+    for r = 0 to {n} {{ S1: acc[] = {value} }}
+    S2: out[i] = acc[]
+    for j = 0 to {n} parallel {{ S3: y[i, j] = x[i, j] - acc[] }}
+  }}
+}}"""
+    module, mapped = _mapped(text, {})
+    x = np.random.default_rng(n).integers(-50, 50, (rows, n)).astype(np.float32)
+    _compare(module, mapped, [x, np.zeros_like(x), np.zeros(rows, np.float32)], exact=True)
