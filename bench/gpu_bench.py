@@ -18,6 +18,8 @@ recorded with its error and the others go on):
   3x3, 1x1 and strided layers and the 7x7 stem) as implicit GEMM on tensor
   cores (``polyir.gpu.implicit_gemm``) against ``torch.nn.functional.conv2d``
   (cuDNN), with the median ratio over the shapes in a summary row;
+* ``softmax``: row softmax in f32 (4096 x 1024 and 8192 x 4096), one block
+  per row (``polyir.gpu.rows``), against ``torch.softmax``;
 * ``elementwise``: ``tanh(2X + b) * sigmoid(X) + exp(-X*X)`` in f32 against
   torch eager;
 * ``models`` (unless ``--no-models``): ``bench.gpu.model_rows`` -- the
@@ -257,6 +259,33 @@ def bench_conv(cp: Any, torch: Any, sm: int, batch: int, layers: list[tuple[int,
     return rows
 
 
+SOFTMAX = """
+func softmax(y: f32[R, N], x: f32[R, N]) {
+  for i = 0 to R {
+    local mx: f32[]
+    local total: f32[]
+    S0: mx[] = -inf
+    for r = 0 to N { S1: mx[] = max(mx[], x[i, r]) }
+    S2: total[] = 0.0
+    for r_1 = 0 to N { S3: total[] = total[] + exp(x[i, r_1] - mx[]) }
+    for j = 0 to N { S4: y[i, j] = exp(x[i, j] - mx[]) / total[] }
+  }
+}
+"""
+
+
+def bench_softmax(cp: Any, torch: Any, sm: int, rows: int, n: int, reps: int) -> dict[str, Any]:
+    exe, compile_s = compile_timed(SOFTMAX, sm)
+    x = torch.randn(rows, n, device="cuda")
+    y = torch.empty_like(x)
+    exe(y, x)
+    error = float((y - torch.softmax(x, -1)).abs().max())
+    return {"case": "softmax", "shape": [rows, n], "compile_s": compile_s,
+            "polyir_ms": timed(cp, lambda: exe(y, x), reps), "peer": "torch.softmax",
+            "peer_ms": timed(cp, lambda: torch.softmax(x, -1), reps), "max_abs_error": error,
+            "ok": error < 1e-5, **_kernel_facts(exe)}
+
+
 def cases(cp: Any, torch: Any, sm: int, quick: bool) -> list[tuple[str, Callable[[], Any]]]:
     """The (label, thunk) pairs of the kernel cases; a thunk returns a row or rows."""
     found: list[tuple[str, Callable[[], Any]]] = []
@@ -273,6 +302,9 @@ def cases(cp: Any, torch: Any, sm: int, quick: bool) -> list[tuple[str, Callable
     for batch in (1,) if quick else (1, 8):
         found.append((f"conv batch {batch}",
                       lambda b=batch: bench_conv(cp, torch, sm, b, layers, 10)))
+    for rows, n in ((4096, 1024),) if quick else ((4096, 1024), (8192, 4096)):
+        found.append((f"softmax {rows}x{n}",
+                      lambda r=rows, c=n: bench_softmax(cp, torch, sm, r, c, 20)))
     found.append(("elementwise", lambda: bench_elementwise(cp, torch, sm, 2048 if quick else 8192, 20)))
     return found
 
