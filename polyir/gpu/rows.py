@@ -38,7 +38,9 @@ Conditions (:func:`find_rows`, :class:`NotRows` says why not): the rows are
 1 or 2 perfectly nested ``parallel`` loops from 0, step 1; the row's body is
 statements, serial reduction loops whose body is one reduction of a 0-d
 local of the row loops (``polyir.polyhedral.extract.reduction_of``), and
-``parallel`` loops; at least one reduction; nothing the row writes outside
+``parallel`` loops; at least one reduction; the loops write no row local
+but their own accumulator (the row's locals become each thread's own, so
+only values every thread computes alike may live there); nothing the row writes outside
 its locals is read in the row (so the threads' different shares of the row
 never meet); no barriers, launches or fragments inside.
 """
@@ -122,6 +124,14 @@ def find_rows(function: Function, nest: Node) -> Rows:
             raise NotRows(f"the row holds a {type(node).__name__}")
     if not reductions:
         raise NotRows("no reduction along the row")
+    accumulators = {id(loop): acc for loop, acc, _ in reductions}
+    for node in body:   # each thread keeps its own copy of the row's locals
+        if isinstance(node, For):
+            _, inner_writes = buffer_accesses(node.body)
+            stray = (inner_writes & local_names) - {accumulators.get(id(node))}
+            if stray:
+                raise NotRows(f"loop '{node.var}' writes row locals {sorted(stray)} (each "
+                              f"thread would see only its own share)")
     inside = list(walk_nodes(body))
     if any(isinstance(n, (Barrier, *FRAGMENT_NODES)) for n in inside) or \
             any(isinstance(n, For) and n.mapping for n in inside):

@@ -163,3 +163,18 @@ def test_random_row_reductions_are_exact_on_integers(rows, n, op, init) -> None:
     module, mapped = _mapped(text, {})
     x = np.random.default_rng(n).integers(-50, 50, (rows, n)).astype(np.float32)
     _compare(module, mapped, [x, np.zeros_like(x), np.zeros(rows, np.float32)], exact=True)
+
+
+def test_a_row_local_written_in_an_elementwise_loop_is_refused() -> None:
+    module = parse("""func f(x: f32[4, 8], y: f32[4]) {
+  for i = 0 to 4 parallel {
+    local acc: f32[]
+    local last: f32[]
+    S0: acc[] = 0.0
+    for r = 0 to 8 { S1: acc[] = acc[] + x[i, r] }
+    for j = 0 to 8 parallel { S2: last[] = x[i, j] }
+    S3: y[i] = acc[] + last[]
+  }
+}""")
+    with pytest.raises(NotRows, match="writes row locals"):
+        find_rows(module.entry, module.entry.body[0])
