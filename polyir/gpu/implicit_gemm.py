@@ -93,8 +93,8 @@ class ImplicitGemm:
 
     def gather(self, role: str, row: Aff, col: Aff) -> tuple[tuple[Aff, ...], tuple[Constraint, ...]]:
         """Subscripts of the element ``(row, col)`` of operand ``role`` (``a``:
-        ``(m, k)``, ``b``: ``(oc, k)``) and the conditions under which it
-        exists (outside them the tile holds 0)."""
+        ``(m, k)``, ``b``: ``(oc, k)``, whatever the tile's layout) and the
+        conditions under which it exists (outside them the tile holds 0)."""
         s = self.sizes
         ic, kh, kw = col // (s["kh"] * s["kw"]), (col // s["kw"]) % s["kh"], col % s["kw"]
         if role == "b":
@@ -104,6 +104,23 @@ class ImplicitGemm:
         (sh, dh, ch), (sw, dw, cw) = self.spatial
         ih, iw = oh * sh + kh * dh + ch, ow * sw + kw * dw + cw
         return (n, ic, ih, iw), _bounds(ih, iw, s["h"], s["w"])
+
+
+    def row_chunk(self, m: Aff, k: Aff, width: int
+                  ) -> tuple[tuple[Aff, ...], tuple[Constraint, ...]]:
+        """For A with stride 1 along the width: the subscripts of element
+        ``(m, k)`` with the width subscript last and the conditions under which
+        the ``width`` elements ``(m .. m + width - 1, k)`` are all inside one
+        output row and the input (then they are consecutive in ``X``)."""
+        s = self.sizes
+        indices, _ = self.gather("a", m, k)
+        ow = m % s["ow"]
+        ih, iw = indices[2], indices[3]
+        inside = (Constraint(ow + width, "<=", Aff.const(s["ow"])),
+                  Constraint(ih, ">=", Aff.const(0)), Constraint(ih, "<", Aff.const(s["h"])),
+                  Constraint(iw, ">=", Aff.const(0)),
+                  Constraint(iw + width, "<=", Aff.const(s["w"])))
+        return indices, inside
 
 
 def _bounds(ih: Aff, iw: Aff, h: int, w: int) -> tuple[Constraint, ...]:
@@ -243,7 +260,9 @@ def _from_update(function: Function, band: list[For], red: list[For], guard: tup
     if red_vars & used_variables(before + after):
         raise NotAContraction("statements outside the reduction use its variables")
     dtype = buffers[x.buffer].dtype
-    a = Operand(x.buffer, dtype, "row", ())
+    # stride 1 along the width: A stored [k, m] in shared memory, m contiguous
+    # as in the input, so 8 outputs of one row are one 16-byte copy
+    a = Operand(x.buffer, dtype, "col" if spatial[1][0] == 1 else "row", ())
     b = Operand(y.buffer, dtype, "col", ())
     return ImplicitGemm(tuple(band), before, update, after, a, b, sizes, spatial,
                         (n, oc, oh, ow))

@@ -117,7 +117,8 @@ def gathered_copy(tile: str, conv: ImplicitGemm, role: str, rows: int, cols: int
     r, c = ev // cols, ev % cols
     g_row, g_col = origin[0] + r, origin[1] + c
     operand = conv.a if role == "a" else conv.b
-    indices, inside = conv.gather(role, g_row, g_col)
+    at = (g_col, g_row) if role == "a" and operand.layout == "col" else (g_row, g_col)
+    indices, inside = conv.gather(role, *at)
     zero = Cast(operand.dtype, Const(0.0, DType.F32))
     guard = If((Constraint(g_row, "<", extents[0]), Constraint(g_col, "<", extents[1]), *inside),
                (Assign(claim_name("TC", names), tile, (r, c), Load(operand.buffer, indices)),),
@@ -127,6 +128,37 @@ def gathered_copy(tile: str, conv: ImplicitGemm, role: str, rows: int, cols: int
 
 VECTOR = 8
 """Elements of one 16-byte chunk of a 16-bit tile."""
+
+
+def gathered_row_copy(tile: str, conv: ImplicitGemm, rows: int, cols: int, threads: int,
+                      t: str, e: str, v: str, origin: tuple[Aff, Aff], extents: tuple[Aff, Aff],
+                      names: set[str]) -> For:
+    """The A tile of a convolution with stride 1 along the width, stored
+    ``[k, m]``, by 16-byte chunks of 8 outputs: a chunk inside one output
+    row and inside the input is one ``parallel vectorize=8`` loop over
+    consecutive input elements (a ``cp.async`` when aligned); any other chunk
+    is gathered element by element with zero-fill."""
+    per_row = cols // VECTOR
+    ev, vv = Aff.var(e), Aff.var(v)
+    r, c = ev // per_row, (ev % per_row) * VECTOR
+    g_k, g_m = origin[0] + r, origin[1] + c
+    indices, inside = conv.row_chunk(g_m, g_k, VECTOR)
+    *lead, last = indices
+    whole = For(v, (Aff.const(0),), (Aff.const(VECTOR),),
+                (Assign(claim_name("TC", names), tile, (r, c + vv),
+                        Load(conv.a.buffer, (*lead, last + vv))),),
+                parallel=True, vectorize=VECTOR)
+    v2 = claim_name(v, names)
+    vv2 = Aff.var(v2)
+    one, exists = conv.gather("a", g_m + vv2, g_k)
+    zero = Cast(conv.a.dtype, Const(0.0, DType.F32))
+    edge = For(v2, (Aff.const(0),), (Aff.const(VECTOR),), (
+        If((Constraint(g_k, "<", extents[0]), Constraint(g_m + vv2, "<", extents[1]), *exists),
+           (Assign(claim_name("TC", names), tile, (r, c + vv2), Load(conv.a.buffer, one)),),
+           (Assign(claim_name("TZ", names), tile, (r, c + vv2), zero),)),), unroll=VECTOR)
+    chunk = If((Constraint(g_k, "<", extents[0]), Constraint(g_m + VECTOR, "<=", extents[1]),
+                *inside), (whole,), (edge,))
+    return For(e, (Aff.var(t),), (Aff.const(rows * per_row),), (chunk,), step=threads)
 
 
 def chunked_copy(tile: str, source: Operand, rows: int, cols: int, threads: int,
@@ -199,8 +231,13 @@ def map_contraction(function: Function, contraction: Contraction | ImplicitGemm,
         a_origin, a_ext = ((row0, k0), (m, k)) if a.layout == "row" else ((k0, row0), (k, m))
         b_origin, b_ext = ((k0, col0), (k, n)) if b.layout == "row" else ((col0, k0), (n, k))
         if isinstance(contraction, ImplicitGemm):   # packed on the fly from the input
-            return (gathered_copy(a_tiles[stage], contraction, "a", a_rows, a_cols, threads, t,
-                                  claim_name("tc_ea", names), a_origin, a_ext, names),
+            a_copy = gathered_row_copy(
+                a_tiles[stage], contraction, a_rows, a_cols, threads, t,
+                claim_name("tc_ea", names), claim_name("tc_va", names), a_origin, a_ext, names
+            ) if a.layout == "col" else gathered_copy(
+                a_tiles[stage], contraction, "a", a_rows, a_cols, threads, t,
+                claim_name("tc_ea", names), a_origin, a_ext, names)
+            return (a_copy,
                     gathered_copy(b_tiles[stage], contraction, "b", b_rows, b_cols, threads, t,
                                   claim_name("tc_eb", names), b_origin, b_ext, names))
         return (chunked_copy(a_tiles[stage], a, a_rows, a_cols, threads, t,

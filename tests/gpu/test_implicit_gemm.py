@@ -108,6 +108,8 @@ def test_resnet_convolutions_assemble_within_limits(layer, sm) -> None:
     exe = compile_ir(module, target)
     assert ".extern .func llvm." not in exe.ptx
     assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in exe.ptx
+    # stride 1: A is packed by 16-byte chunks of one output row, asynchronously
+    assert ("cp.async.cg.shared.global" in exe.ptx) is (stride == 1)
     (usage,) = resource_usage(exe.ptx, f"sm_{sm}").values()
     assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, usage
     assert usage["registers"] <= min(255, target.max_registers_per_thread)
