@@ -14,6 +14,12 @@ recorded with its error and the others go on):
 * ``linear_relu``: ``relu(X @ W^T + b)`` in f16 (the epilogue fused into the
   tensor-core kernel) against torch eager (cuBLAS + a separate kernel) and
   ``torch.compile`` (Inductor);
+* ``conv``: ResNet-50 convolutions (f16, batch 1 and 8, bias added; the
+  3x3, 1x1 and strided layers and the 7x7 stem) as implicit GEMM on tensor
+  cores (``polyir.gpu.implicit_gemm``) against ``torch.nn.functional.conv2d``
+  (cuDNN), with the median ratio over the shapes in a summary row;
+* ``softmax``: row softmax in f32 (4096 x 1024 and 8192 x 4096), one block
+  per row (``polyir.gpu.rows``), against ``torch.softmax``;
 * ``elementwise``: ``tanh(2X + b) * sigmoid(X) + exp(-X*X)`` in f32 against
   torch eager;
 * ``models`` (unless ``--no-models``): ``bench.gpu.model_rows`` -- the
@@ -195,6 +201,91 @@ def bench_elementwise(cp: Any, torch: Any, sm: int, n: int, reps: int) -> dict[s
             "peer_ms": timed(cp, eager, reps), "max_rel_error": error, "ok": error < 1e-3}
 
 
+RESNET50_CONVS = [  # (channels in, input size, channels out, kernel, stride, padding)
+    (3, 224, 64, 7, 2, 3), (64, 56, 64, 1, 1, 0), (64, 56, 64, 3, 1, 1), (64, 56, 256, 1, 1, 0),
+    (256, 56, 128, 1, 1, 0), (128, 28, 128, 3, 1, 1), (128, 28, 512, 1, 1, 0),
+    (512, 28, 256, 1, 1, 0), (256, 14, 256, 3, 1, 1), (256, 14, 1024, 1, 1, 0),
+    (1024, 14, 512, 1, 1, 0), (512, 7, 512, 3, 1, 1), (512, 7, 2048, 1, 1, 0),
+    (256, 56, 256, 3, 2, 1)]
+
+
+def conv_ir(n: int, c: int, h: int, oc: int, k: int, stride: int, pad: int) -> str:
+    """``conv2d(x, w, bias, stride, pad)`` in f16 (square), as the ATen lowering writes it."""
+    o = (h + 2 * pad - k) // stride + 1
+    ih, iw = f"{stride}*i_2 + r_1 - {pad}", f"{stride}*i_3 + r_2 - {pad}"
+    update = (f"S1: acc[] = acc[] + cast<f32>(x[i, r, {ih}, {iw}]) * cast<f32>(w[i_1, r, r_1, r_2])")
+    if pad:
+        update = f"if ({ih} >= 0, {ih} < {h}, {iw} >= 0, {iw} < {h}) {{ {update} }}"
+    return f"""
+func conv(x: f16[{n}, {c}, {h}, {h}], w: f16[{oc}, {c}, {k}, {k}], bias: f16[{oc}],
+          y: f16[{n}, {oc}, {o}, {o}]) {{
+  for i = 0 to {n} {{ for i_1 = 0 to {oc} {{ for i_2 = 0 to {o} {{ for i_3 = 0 to {o} {{
+    local acc: f32[]
+    S0: acc[] = cast<f32>(bias[i_1])
+    for r = 0 to {c} {{ for r_1 = 0 to {k} {{ for r_2 = 0 to {k} {{ {update} }} }} }}
+    S2: y[i, i_1, i_2, i_3] = cast<f16>(acc[])
+  }} }} }} }}
+}}
+"""
+
+
+def bench_conv(cp: Any, torch: Any, sm: int, batch: int, layers: list[tuple[int, ...]],
+               reps: int) -> list[dict[str, Any]]:
+    """One row per layer against cuDNN, then a row with the median ratio."""
+    rows: list[dict[str, Any]] = []
+    for c, h, oc, k, stride, pad in layers:
+        exe, compile_s = compile_timed(conv_ir(batch, c, h, oc, k, stride, pad), sm)
+        gen = torch.Generator(device="cuda").manual_seed(c * h + k)
+        x = torch.randn(batch, c, h, h, device="cuda", dtype=torch.float16, generator=gen)
+        w = torch.randn(oc, c, k, k, device="cuda", dtype=torch.float16, generator=gen) / (c * k * k) ** 0.5
+        bias = torch.randn(oc, device="cuda", dtype=torch.float16, generator=gen)
+        o = (h + 2 * pad - k) // stride + 1
+        y = torch.empty(batch, oc, o, o, device="cuda", dtype=torch.float16)
+
+        def peer(x: Any = x, w: Any = w, bias: Any = bias, s: int = stride, p: int = pad) -> Any:
+            return torch.nn.functional.conv2d(x, w, bias, stride=s, padding=p)
+
+        exe(x, w, bias, y)
+        error = _rel_error(y, peer())
+        polyir_ms = timed(cp, lambda e=exe, a=(x, w, bias, y): e(*a), reps)
+        peer_ms = timed(cp, peer, reps)
+        rows.append({"case": "conv", "shape": [batch, c, h, h, oc, k, stride, pad],
+                     "compile_s": compile_s, "polyir_ms": polyir_ms,
+                     "peer": "torch conv2d (cuDNN)", "peer_ms": peer_ms,
+                     "max_rel_error": error, "ok": error < 2e-2, **_kernel_facts(exe)})
+    ratios = sorted(r["peer_ms"] / r["polyir_ms"] for r in rows)
+    rows.append({"case": "conv_median", "batch": batch, "layers": len(rows),
+                 "median_ratio_vs_cudnn": ratios[len(ratios) // 2]})
+    return rows
+
+
+SOFTMAX = """
+func softmax(y: f32[R, N], x: f32[R, N]) {
+  for i = 0 to R {
+    local mx: f32[]
+    local total: f32[]
+    S0: mx[] = -inf
+    for r = 0 to N { S1: mx[] = max(mx[], x[i, r]) }
+    S2: total[] = 0.0
+    for r_1 = 0 to N { S3: total[] = total[] + exp(x[i, r_1] - mx[]) }
+    for j = 0 to N { S4: y[i, j] = exp(x[i, j] - mx[]) / total[] }
+  }
+}
+"""
+
+
+def bench_softmax(cp: Any, torch: Any, sm: int, rows: int, n: int, reps: int) -> dict[str, Any]:
+    exe, compile_s = compile_timed(SOFTMAX, sm)
+    x = torch.randn(rows, n, device="cuda")
+    y = torch.empty_like(x)
+    exe(y, x)
+    error = float((y - torch.softmax(x, -1)).abs().max())
+    return {"case": "softmax", "shape": [rows, n], "compile_s": compile_s,
+            "polyir_ms": timed(cp, lambda: exe(y, x), reps), "peer": "torch.softmax",
+            "peer_ms": timed(cp, lambda: torch.softmax(x, -1), reps), "max_abs_error": error,
+            "ok": error < 1e-5, **_kernel_facts(exe)}
+
+
 def cases(cp: Any, torch: Any, sm: int, quick: bool) -> list[tuple[str, Callable[[], Any]]]:
     """The (label, thunk) pairs of the kernel cases; a thunk returns a row or rows."""
     found: list[tuple[str, Callable[[], Any]]] = []
@@ -207,6 +298,13 @@ def cases(cp: Any, torch: Any, sm: int, quick: bool) -> list[tuple[str, Callable
     found.append(("matmul_f32 2048", lambda: bench_matmul(cp, torch, sm, 2048, "f32", 10)))
     m = 256 if quick else 2048
     found.append(("linear_relu", lambda: bench_linear(cp, torch, sm, m, 4096, 4096, 10)))
+    layers = RESNET50_CONVS[:4] if quick else RESNET50_CONVS
+    for batch in (1,) if quick else (1, 8):
+        found.append((f"conv batch {batch}",
+                      lambda b=batch: bench_conv(cp, torch, sm, b, layers, 10)))
+    for rows, n in ((4096, 1024),) if quick else ((4096, 1024), (8192, 4096)):
+        found.append((f"softmax {rows}x{n}",
+                      lambda r=rows, c=n: bench_softmax(cp, torch, sm, r, c, 20)))
     found.append(("elementwise", lambda: bench_elementwise(cp, torch, sm, 2048 if quick else 8192, 20)))
     return found
 

@@ -14,7 +14,9 @@
 #   1. environment: versions, GPU, ptxas if present          -> OUTDIR/env.json
 #   2. pytest -m gpu tests/gpu (real runs against numpy/torch) -> OUTDIR/gpu_tests.xml
 #   3. bench/gpu_bench.py: f16/bf16 matmul 1024^3..8192^3 vs torch.matmul (cuBLAS),
-#      linear+relu vs eager and Inductor, elementwise, models at batch 1 vs eager and
+#      linear+relu vs eager and Inductor, ResNet-50 convolutions (batch 1, 8) vs cuDNN,
+#      softmax rows vs torch.softmax,
+#      elementwise, models at batch 1 vs eager and
 #      Inductor (saved after every case)                    -> OUTDIR/gpu_bench.json
 #   4. OUTDIR/summary.json (exit codes, timings); everything printed -> OUTDIR/gpu_check.log
 # Exit status 0 only when the GPU was usable and tests and benchmark passed.

@@ -98,6 +98,10 @@ class Contraction:
     def input_dtype(self) -> DType:
         return self.a.dtype
 
+    def output_map(self, row: Aff, col: Aff) -> dict[str, Aff]:
+        """The row and column variables at GEMM element ``(row, col)``."""
+        return {self.row: row, self.col: col}
+
     def _extent(self, var: str) -> Aff:
         return next(loop.upper[0] for loop in self.band if loop.var == var)
 

@@ -10,10 +10,10 @@ from polyir.context import PassContext
 from polyir.errors import CompileError
 from polyir.gpu.mapping import MapOptions, map_module
 from polyir.gpu.tensorcore import map_tensor_cores
-from polyir.gpu.tiles import TileConfig
 from polyir.ir.nodes import Module
 from polyir.passes import register_pass
 from polyir.target import cuda
+from polyir.tiling.gpu_tiles import TileConfig
 
 
 def _remark(ctx: PassContext, where: str, why: str) -> None:
@@ -60,9 +60,11 @@ class GpuTensorCore:
 
     f32 contractions go to CUDA-core register tiles staged in shared memory
     (``polyir.gpu.simt``; tensor cores would round them to tf32) unless
-    ``f32=false``.
+    ``f32=false``. Convolutions run as implicit GEMM
+    (``polyir.gpu.implicit_gemm``); row reductions such as softmax run one
+    block per row (``polyir.gpu.rows``).
 
-    ``tile``: ``BM,BN,BK`` (empty: chosen by ``polyir.gpu.tiles.choose_tiles``
+    ``tile``: ``BM,BN,BK`` (empty: chosen by ``polyir.tiling.gpu_tiles.choose_tiles``
     from the target); ``warps``: ``WM,WN`` warps per block (with ``tile``).
     """
 

@@ -29,7 +29,8 @@ from dataclasses import dataclass, replace
 
 from polyir.errors import CompileError
 from polyir.gpu.contraction import Contraction
-from polyir.gpu.tensorcore import guarded_copy
+from polyir.gpu.implicit_gemm import ImplicitGemm
+from polyir.gpu.tensorcore import gathered_copy, guarded_copy
 from polyir.ir.affine import Aff, Constraint
 from polyir.ir.names import claim_name, names_in
 from polyir.ir.nodes import Assign, Barrier, BinOp, Buffer, Const, For, Function, If, Load, Node
@@ -77,7 +78,8 @@ def choose_simt_tiles(sm_count: int, m: int | None, n: int | None) -> SimtConfig
     return SimtConfig()
 
 
-def map_contraction_simt(function: Function, contraction: Contraction, config: SimtConfig
+def map_contraction_simt(function: Function, contraction: Contraction | ImplicitGemm,
+                         config: SimtConfig
                          ) -> tuple[Node, list[Buffer]]:
     """The hand-mapped nest replacing the f32 ``contraction`` and the buffers
     it needs (to add to ``function.locals``)."""
@@ -106,10 +108,16 @@ def map_contraction_simt(function: Function, contraction: Contraction, config: S
     row0, col0, k0 = Aff.var(by) * bm, Aff.var(bx) * bn, Aff.var(kt) * bk
     a_origin, a_ext = ((row0, k0), (m, k)) if a.layout == "row" else ((k0, row0), (k, m))
     b_origin, b_ext = ((k0, col0), (k, n)) if b.layout == "row" else ((col0, k0), (n, k))
-    a_copy = guarded_copy(a_tile, a, a_rows, a_cols, threads, t, claim_name("tc_ea", names),
-                          a_origin, a_ext, a_lead, names)
-    b_copy = guarded_copy(b_tile, b, b_rows, b_cols, threads, t, claim_name("tc_eb", names),
-                          b_origin, b_ext, b_lead, names)
+    if isinstance(contraction, ImplicitGemm):   # packed on the fly from the input
+        a_copy = gathered_copy(a_tile, contraction, "a", a_rows, a_cols, threads, t,
+                               claim_name("tc_ea", names), a_origin, a_ext, names)
+        b_copy = gathered_copy(b_tile, contraction, "b", b_rows, b_cols, threads, t,
+                               claim_name("tc_eb", names), b_origin, b_ext, names)
+    else:
+        a_copy = guarded_copy(a_tile, a, a_rows, a_cols, threads, t, claim_name("tc_ea", names),
+                              a_origin, a_ext, a_lead, names)
+        b_copy = guarded_copy(b_tile, b, b_rows, b_cols, threads, t, claim_name("tc_eb", names),
+                              b_origin, b_ext, b_lead, names)
     across = bn // tn
     ty, tx = Aff.var(t) // across, Aff.var(t) % across
     step_m, step_n = bm // tm, bn // tn
@@ -146,7 +154,7 @@ def map_contraction_simt(function: Function, contraction: Contraction, config: S
 
     def epilogue_body(ia: Aff, ib: Aff) -> tuple[Node, ...]:
         row, col = row0 + ty + step_m * ia, col0 + tx + step_n * ib
-        mapping = {contraction.row: row, contraction.col: col, **batch_map}
+        mapping = {**contraction.output_map(row, col), **batch_map}
         acc_indices = tuple(i.substitute(mapping) if isinstance(i, Aff) else i
                             for i in update.indices)
         total = Assign(update.name, update.buffer, acc_indices,

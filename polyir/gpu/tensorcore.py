@@ -21,11 +21,10 @@ as it is::
         }
         fragment_store(Cs[warp's tile], fc_..)                        # f32 staging tile
         barrier
-        for e = t to BM*BN step 32*W {                                # epilogue, coalesced
-          if (row < M and col < N) {
-            before...; acc = acc + Cs[e // BN, e % BN]; after...     # one store of C
+        for each element (i, j, half, q) lane t % 32 holds in the C layout:  # epilogue
+          if (row < M and col < N) {                                  #  in registers
+            before...; acc = acc + Cs[row, col]; after...             # one store of C
           }
-        }
       }
     }}}
 
@@ -35,9 +34,14 @@ against bank conflicts; ``Cs`` is padded by 4 floats. The fragment loads read
 shared memory at 16-B aligned rows, so the NVPTX lowering uses ``ldmatrix`` +
 ``mma.sync.m16n8k16`` (``polyir.ptx.mma_sync``). The statements fusion put
 around the reduction (bias, activation, residual, casts) run once per output
-element on the finished accumulator, then store C once, coalesced; the
-accumulators reach them through shared memory (the f32 staging tile), not
-straight from the registers.
+element on the finished accumulator, then store C once: each lane finishes
+the elements it holds in the ``mma.m16n8k16`` C layout (:func:`acc_position`),
+so in the IR it reads back only what its own warp's ``fragment_store`` wrote
+(the barrier keeps the interpreter's race model, which sees a warp-wide store,
+satisfied), and the NVPTX lowering reads those loads straight from the
+accumulator registers and allocates no ``Cs`` at all
+(``polyir.ptx.mma_sync.register_staged``): the epilogue never goes through
+shared memory.
 
 Semantics: every output element gets ``init + sum_k a*b`` where the original
 computed ``(..((init + a0*b0) + a1*b1) ..)``: the f32 sum is reassociated (as
@@ -51,7 +55,7 @@ from typing import TYPE_CHECKING
 
 from polyir.errors import CompileError
 from polyir.gpu.contraction import Contraction, NotAContraction, Operand, find_contraction
-from polyir.gpu.tiles import PAD_F32, PAD_HALVES, TileConfig, choose_tiles
+from polyir.gpu.implicit_gemm import ImplicitGemm, find_convolution
 from polyir.ir.affine import Aff, Constraint
 from polyir.ir.names import claim_name, names_in
 from polyir.ir.nodes import (
@@ -74,6 +78,8 @@ from polyir.ir.nodes import (
 from polyir.ir.types import DType, MemorySpace
 from polyir.ir.walk import substitute, walk_nodes
 from polyir.target import Target
+from polyir.tiling.bands import renamed_copy
+from polyir.tiling.gpu_tiles import PAD_F32, PAD_HALVES, TileConfig, choose_tiles
 
 if TYPE_CHECKING:
     from polyir.context import PassContext
@@ -99,8 +105,60 @@ def guarded_copy(tile: str, source: Operand, rows: int, cols: int, threads: int,
     return For(e, (Aff.var(t),), (Aff.const(rows * cols),), (guard,), step=threads)
 
 
+def gathered_copy(tile: str, conv: ImplicitGemm, role: str, rows: int, cols: int, threads: int,
+                  t: str, e: str, origin: tuple[Aff, Aff], extents: tuple[Aff, Aff],
+                  names: set[str]) -> For:
+    """``tile[0:rows, 0:cols]`` = the implicit GEMM's operand ``role`` at
+    ``origin``, element by element (thread ``e % threads`` copies element
+    ``e``), read from the convolution's own input or weights
+    (:meth:`ImplicitGemm.gather`) and 0 outside ``extents`` or the input
+    (the zero padding): no im2col buffer."""
+    ev = Aff.var(e)
+    r, c = ev // cols, ev % cols
+    g_row, g_col = origin[0] + r, origin[1] + c
+    operand = conv.a if role == "a" else conv.b
+    at = (g_col, g_row) if role == "a" and operand.layout == "col" else (g_row, g_col)
+    indices, inside = conv.gather(role, *at)
+    zero = Cast(operand.dtype, Const(0.0, DType.F32))
+    guard = If((Constraint(g_row, "<", extents[0]), Constraint(g_col, "<", extents[1]), *inside),
+               (Assign(claim_name("TC", names), tile, (r, c), Load(operand.buffer, indices)),),
+               (Assign(claim_name("TZ", names), tile, (r, c), zero),))
+    return For(e, (Aff.var(t),), (Aff.const(rows * cols),), (guard,), step=threads)
+
+
 VECTOR = 8
 """Elements of one 16-byte chunk of a 16-bit tile."""
+
+
+def gathered_row_copy(tile: str, conv: ImplicitGemm, rows: int, cols: int, threads: int,
+                      t: str, e: str, v: str, origin: tuple[Aff, Aff], extents: tuple[Aff, Aff],
+                      names: set[str]) -> For:
+    """The A tile of a convolution with stride 1 along the width, stored
+    ``[k, m]``, by 16-byte chunks of 8 outputs: a chunk inside one output
+    row and inside the input is one ``parallel vectorize=8`` loop over
+    consecutive input elements (a ``cp.async`` when aligned); any other chunk
+    is gathered element by element with zero-fill."""
+    per_row = cols // VECTOR
+    ev, vv = Aff.var(e), Aff.var(v)
+    r, c = ev // per_row, (ev % per_row) * VECTOR
+    g_k, g_m = origin[0] + r, origin[1] + c
+    indices, inside = conv.row_chunk(g_m, g_k, VECTOR)
+    *lead, last = indices
+    whole = For(v, (Aff.const(0),), (Aff.const(VECTOR),),
+                (Assign(claim_name("TC", names), tile, (r, c + vv),
+                        Load(conv.a.buffer, (*lead, last + vv))),),
+                parallel=True, vectorize=VECTOR)
+    v2 = claim_name(v, names)
+    vv2 = Aff.var(v2)
+    one, exists = conv.gather("a", g_m + vv2, g_k)
+    zero = Cast(conv.a.dtype, Const(0.0, DType.F32))
+    edge = For(v2, (Aff.const(0),), (Aff.const(VECTOR),), (
+        If((Constraint(g_k, "<", extents[0]), Constraint(g_m + vv2, "<", extents[1]), *exists),
+           (Assign(claim_name("TC", names), tile, (r, c + vv2), Load(conv.a.buffer, one)),),
+           (Assign(claim_name("TZ", names), tile, (r, c + vv2), zero),)),), unroll=VECTOR)
+    chunk = If((Constraint(g_k, "<", extents[0]), Constraint(g_m + VECTOR, "<=", extents[1]),
+                *inside), (whole,), (edge,))
+    return For(e, (Aff.var(t),), (Aff.const(rows * per_row),), (chunk,), step=threads)
 
 
 def chunked_copy(tile: str, source: Operand, rows: int, cols: int, threads: int,
@@ -133,7 +191,7 @@ def chunked_copy(tile: str, source: Operand, rows: int, cols: int, threads: int,
     return For(e, (Aff.var(t),), (Aff.const(rows * per_row),), (chunk,), step=threads)
 
 
-def map_contraction(function: Function, contraction: Contraction, config: TileConfig
+def map_contraction(function: Function, contraction: Contraction | ImplicitGemm, config: TileConfig
                     ) -> tuple[Node, list[Buffer]]:
     """The hand-mapped nest replacing ``contraction`` and the shared/fragment
     buffers it needs (to add to ``function.locals``)."""
@@ -172,6 +230,16 @@ def map_contraction(function: Function, contraction: Contraction, config: TileCo
         k0 = k_tile * bk
         a_origin, a_ext = ((row0, k0), (m, k)) if a.layout == "row" else ((k0, row0), (k, m))
         b_origin, b_ext = ((k0, col0), (k, n)) if b.layout == "row" else ((col0, k0), (n, k))
+        if isinstance(contraction, ImplicitGemm):   # packed on the fly from the input
+            a_copy = gathered_row_copy(
+                a_tiles[stage], contraction, a_rows, a_cols, threads, t,
+                claim_name("tc_ea", names), claim_name("tc_va", names), a_origin, a_ext, names
+            ) if a.layout == "col" else gathered_copy(
+                a_tiles[stage], contraction, "a", a_rows, a_cols, threads, t,
+                claim_name("tc_ea", names), a_origin, a_ext, names)
+            return (a_copy,
+                    gathered_copy(b_tiles[stage], contraction, "b", b_rows, b_cols, threads, t,
+                                  claim_name("tc_eb", names), b_origin, b_ext, names))
         return (chunked_copy(a_tiles[stage], a, a_rows, a_cols, threads, t,
                              claim_name("tc_ea", names), claim_name("tc_va", names),
                              a_origin, a_ext, a_lead, names),
@@ -229,29 +297,30 @@ def map_contraction(function: Function, contraction: Contraction, config: TileCo
             stores.append(FragmentStore(claim_name("TS", names), c_tile, origin, frag_c[i][j],
                                         key, "row"))
 
-    # epilogue: the original statements per output element, on the finished sum
-    e = claim_name("tc_ec", names)
-    ev = Aff.var(e)
-    r, c = ev // bn, ev % bn
-    mapping = {contraction.row: row0 + r, contraction.col: col0 + c, **batch_map}
-    update = contraction.update
-    acc_indices = tuple(i.substitute(mapping) if isinstance(i, Aff) else i for i in update.indices)
-    total = Assign(update.name, update.buffer, acc_indices,
-                   BinOp("+", Load(update.buffer, acc_indices), Load(c_tile, (r, c))),
-                   update.loc)
-    body = (*substitute(contraction.before, mapping), total,
-            *substitute(contraction.after, mapping))
+    # epilogue in registers: each lane finishes exactly the accumulator
+    # elements it holds in the m16n8k16 C layout (:func:`acc_position`), reading
+    # them from the staging tile at the positions its own fragment_store wrote;
+    # the NVPTX lowering reads those loads from the fragment registers and
+    # drops the tile (``polyir.ptx.mma_sync.register_staged``).
     band_locals = tuple(replace(buf, space=MemorySpace.LOCAL) if buf.space is MemorySpace.GLOBAL
                         else buf for lp in contraction.band for buf in lp.locals)
     for buf in band_locals:
         if not all(d.is_constant for d in buf.shape):
             raise CompileError(f"function '{function.name}': local '{buf.name}' of the "
                                f"contraction has a symbolic shape")
-    in_tile = If((Constraint(row0 + r, "<", m), Constraint(col0 + c, "<", n)), body)
-    epilogue = For(e, (Aff.var(t),), (Aff.const(bm * bn),), (in_tile,), step=threads,
-                   locals=band_locals)
+    lane = Aff.var(t) % 32
+    epilogue: list[Node] = []
+    for i in range(fm):
+        for j in range(fn):
+            for half in range(2):
+                for q in range(4):
+                    dr, dc = acc_position(half, q, lane)
+                    r = wm * config.warp_m + 16 * i + dr
+                    c = wn * config.warp_n + 16 * j + dc
+                    epilogue.append(_epilogue_element(contraction, c_tile, r, c, row0, col0,
+                                                      batch_map, band_locals, names))
     thread_loop = For(t, (Aff.const(0),), (Aff.const(threads),),
-                      (*fills, *prologue, k_loop, *stores, Barrier(), epilogue),
+                      (*fills, *prologue, k_loop, *stores, Barrier(), *epilogue),
                       mapping="thread.x")
     nest: Node = For(bx, (Aff.const(0),), ((n + (bn - 1)) // bn,), (thread_loop,),
                      mapping="block.x")
@@ -263,6 +332,37 @@ def map_contraction(function: Function, contraction: Contraction, config: TileCo
     return nest, shared + fragments
 
 
+
+
+def acc_position(half: int, q: int, lane: Aff) -> tuple[Aff, Aff]:
+    """(row, column) in a 16x16 accumulator tile of register ``4*half + q`` of
+    ``lane``: the m16n8 C layout of n8 half ``half`` (PTX ISA; the same formula
+    as ``polyir.ptx.mma_sync.acc_element``, which the tests compare)."""
+    g = lane // 4
+    return g + 8 * (q // 2), (lane % 4) * 2 + 8 * half + q % 2
+
+
+def _epilogue_element(contraction: Contraction | ImplicitGemm, c_tile: str, r: Aff, c: Aff, row0: Aff, col0: Aff,
+                      batch_map: dict[str, Aff], band_locals: tuple[Buffer, ...],
+                      names: set[str]) -> Node:
+    """The statements fusion put around the reduction, for the output element
+    at tile position ``(r, c)``, on its finished sum ``c_tile[r, c]``; guarded
+    by the matrix edges, in a one-trip loop that scopes the band's locals;
+    every name fresh (one copy per element a lane holds)."""
+    mapping = {**contraction.output_map(row0 + r, col0 + c), **batch_map}
+    update = contraction.update
+    acc_indices = tuple(i.substitute(mapping) if isinstance(i, Aff) else i for i in update.indices)
+    total = Assign(update.name, update.buffer, acc_indices,
+                   BinOp("+", Load(update.buffer, acc_indices), Load(c_tile, (r, c))),
+                   update.loc)
+    body = (*substitute(contraction.before, mapping), total,
+            *substitute(contraction.after, mapping))
+    in_tile = If((Constraint(row0 + r, "<", contraction.m),
+                  Constraint(col0 + c, "<", contraction.n)), body)
+    element: Node = in_tile if not band_locals else For(
+        "tc_ec", (Aff.const(0),), (Aff.const(1),), (in_tile,), locals=band_locals)
+    (copy,), _ = renamed_copy((element,), names)   # fresh statement, loop and local names
+    return copy
 
 
 def map_tensor_cores(function: Function, target: Target, config: TileConfig | None,
@@ -285,16 +385,25 @@ def map_tensor_cores(function: Function, target: Target, config: TileConfig | No
             body.append(node)
             continue
         current = replace(function, locals=function.locals + tuple(added))
+        contraction: Contraction | ImplicitGemm
         try:
-            contraction = find_contraction(current, node)
+            contraction = _find(current, node)
         except NotAContraction as why:
+            mapped = _map_rows(current, node, ctx)
+            if mapped is not None:
+                body.append(mapped[0])
+                added += mapped[1]
+                changed = True
+                continue
             if ctx is not None and _has_reduction(node):
                 ctx.remark("gpu-tensorcore", f"function '{function.name}', loop '{node.var}'",
                            f"not mapped to tensor cores: {why}")
             body.append(node)
             continue
         where = f"function '{function.name}', loop '{node.var}'"
-        what = f"contraction {contraction.a.buffer} x {contraction.b.buffer} " \
+        kind = "convolution (implicit GEMM)" if isinstance(contraction, ImplicitGemm) \
+            else "contraction"
+        what = f"{kind} {contraction.a.buffer} x {contraction.b.buffer} " \
                f"({contraction.input_dtype})"
         if contraction.input_dtype is DType.F32:
             if not f32:
@@ -333,6 +442,35 @@ def map_tensor_cores(function: Function, target: Target, config: TileConfig | No
     return replace(function, body=tuple(body), locals=function.locals + tuple(added))
 
 
+def _map_rows(function: Function, nest: Node, ctx: PassContext | None
+              ) -> tuple[Node, list[Buffer]] | None:
+    """``nest`` as a row-reduction nest mapped one block per row
+    (``polyir.gpu.rows``), or None when it is none."""
+    from polyir.gpu.rows import NotRows, find_rows, map_rows, threads_for
+    try:
+        rows = find_rows(function, nest)
+    except NotRows:
+        return None
+    if ctx is not None:
+        ctx.remark("gpu-tensorcore", f"function '{function.name}', loop '{rows.band[0].var}'",
+                   f"row reductions ({len(rows.reductions)}) mapped: one block of "
+                   f"{threads_for(rows)} threads per row, shares combined in shared memory",
+                   kind="applied")
+    return map_rows(function, rows)
+
+
+def _find(function: Function, nest: Node) -> Contraction | ImplicitGemm:
+    """The contraction or convolution ``nest`` computes (NotAContraction: why
+    it is neither, the contraction's reason first)."""
+    try:
+        return find_contraction(function, nest)
+    except NotAContraction as why:
+        try:
+            return find_convolution(function, nest)
+        except NotAContraction as conv:
+            raise NotAContraction(f"{why}; as a convolution: {conv}") from None
+
+
 def _constant(aff: Aff | None) -> int | None:
     return aff.constant if aff is not None and aff.is_constant else None
 
@@ -342,4 +480,4 @@ def _has_reduction(node: Node) -> bool:
         any(isinstance(n, For) and n.parallel for n in walk_nodes((node,)))
 
 
-__all__ = ["map_contraction", "map_tensor_cores", "MMA_KEYS"]
+__all__ = ["map_contraction", "map_tensor_cores", "acc_position", "MMA_KEYS"]

@@ -143,6 +143,13 @@ class LoweringHooks:
                                f"'{buffer.name}' needs a GPU target")
         return None
 
+    def load_value(self, lowerer: FunctionLowerer, name: str,
+                   indices: Sequence[object]) -> ir.Value | None:
+        """The compute value of ``name[indices]`` when the target holds it
+        elsewhere than in memory (the NVPTX hooks: accumulators staged in
+        registers), or ``None`` for an ordinary load."""
+        return None
+
     # --------------------------------------------------------------- nodes
     def lower_parallel_loop(self, lowerer: FunctionLowerer, loop: For) -> None:
         """An outermost ``parallel`` loop (no ``mapping``). Default: serial."""

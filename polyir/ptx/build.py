@@ -133,6 +133,8 @@ def build_cuda(module: Module, target: Target) -> CudaExecutable:
     verify(mapped)
     if not any(f.kind == "kernel" for f in mapped.functions):  # nothing left to run on the GPU
         return CudaExecutable(mapped, target, "", "", {})
+    from polyir.ptx.staging import fit_launches
+    mapped = fit_launches(mapped, sm, target.static_shared_bytes)  # register-staged tiles
     llvm_ir, lowered = lower_kernels(mapped, sm)
     ptx = emit_ptx(llvm_ir, sm)
     return CudaExecutable(mapped, target, llvm_ir, ptx, lowered)

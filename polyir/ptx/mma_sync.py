@@ -64,10 +64,12 @@ def _aligned(index: object, multiple: int) -> bool:
 def uses_mma_sync(function: Function, sm: int) -> bool:
     """Whether the fragment operations of ``function`` are lowered with
     ``ldmatrix`` + ``mma.sync`` (see the module docstring for the conditions)."""
-    cached = _CACHE.get(id(function))
+    if sm < 80:
+        return False
+    cached = _CACHE.get(id(function))   # the layout conditions, whatever the sm
     if cached is not None and cached[0] is function:
         return cached[1]
-    result = sm >= 80 and _eligible(function)
+    result = _eligible(function)
     _CACHE[id(function)] = (function, result)
     return result
 

@@ -15,7 +15,10 @@ the GPU:
 * ``@shared`` locals -> static ``addrspace(3)`` globals, or slices of one
   ``extern`` dynamic shared array when the kernel is launched with
   ``shared_bytes > 0``; ``@local`` locals -> zero-filled ``alloca``;
-* fragments -> ``polyir.ptx.mma_sync`` (ldmatrix + mma.sync, sm_80+, tiles in shared memory) or ``polyir.ptx.wmma``; math -> ``polyir.ptx.mathlib``.
+* fragments -> ``polyir.ptx.mma_sync`` (ldmatrix + mma.sync, sm_80+, tiles in shared memory) or ``polyir.ptx.wmma``; math -> ``polyir.ptx.mathlib``;
+* an f32 shared tile that only stages accumulators for the lanes that hold
+  them -> no memory at all, its loads read the fragment registers
+  (``polyir.ptx.staging``).
 
 Host functions are not lowered for NVPTX: the runtime walks their launches.
 """
@@ -42,7 +45,7 @@ from polyir.ir.nodes import (
 from polyir.ir.types import DType, MemorySpace
 from polyir.llvm.hooks import F32, I8, I16, I32, I64, LoweringHooks, where
 from polyir.llvm.lower import byte_size
-from polyir.ptx import cpasync, mathlib, mma_sync, wmma
+from polyir.ptx import cpasync, mathlib, mma_sync, staging, wmma
 
 if TYPE_CHECKING:
     from polyir.llvm.lower import FunctionLowerer
@@ -115,6 +118,9 @@ class NvptxHooks(LoweringHooks):
             count *= max(0, dim.constant)
         storage = self.storage_type(buffer.dtype)
         array = ir.ArrayType(storage, max(1, count))
+        if buffer.space is MemorySpace.SHARED and \
+                buffer.name in staging.register_staged(lowerer.function, self.sm):
+            return staging.null_tile()   # held in the accumulator registers
         if buffer.space is MemorySpace.SHARED:
             return self._shared(lowerer, buffer, array)
         slot = lowerer.entry_alloca(array, name=buffer.name)
@@ -179,8 +185,16 @@ class NvptxHooks(LoweringHooks):
         else:
             b.call(lowerer.intrinsic("llvm.nvvm.barrier0", ir.VoidType(), []), [])
 
+    def load_value(self, lowerer: FunctionLowerer, name: str,
+                   indices: Sequence[object]) -> ir.Value | None:
+        tile = staging.register_staged(lowerer.function, self.sm).get(name)
+        return None if tile is None else staging.load_staged(lowerer, tile, tuple(indices))
+
     def lower_fragment(self, lowerer: FunctionLowerer,
                        node: FragmentFill | FragmentLoad | FragmentMMA | FragmentStore) -> None:
+        if isinstance(node, FragmentStore) and \
+                node.buffer in staging.register_staged(lowerer.function, self.sm):
+            return   # its loads read the registers (polyir.ptx.staging)
         if mma_sync.uses_mma_sync(lowerer.function, self.sm):
             mma_sync.lower_mma_sync(lowerer, node)
         else:

@@ -22,7 +22,6 @@ from polyir.context import PassContext
 from polyir.driver import compile_ir
 from polyir.errors import CompileError
 from polyir.gpu.contraction import NotAContraction, find_contraction
-from polyir.gpu.tiles import CANDIDATES, TileConfig, blocks_per_sm, choose_tiles
 from polyir.ir.interpreter import interpret
 from polyir.ir.nodes import For, FragmentLoad, FragmentMMA
 from polyir.ir.parser import parse
@@ -32,6 +31,7 @@ from polyir.ir.walk import walk_nodes
 from polyir.passes import PipelineError, transform
 from polyir.ptx.mma_sync import acc_element, ldmatrix_row_address, ldmatrix_trans
 from polyir.target import cuda
+from polyir.tiling.gpu_tiles import CANDIDATES, TileConfig, blocks_per_sm, choose_tiles
 from tests.gpu.ptxas import assemble, resource_usage
 
 

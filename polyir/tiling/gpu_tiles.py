@@ -6,8 +6,9 @@ A small analytical model over a fixed candidate list (CUTLASS-like shapes,
 * **registers per thread**: ``WM*WN/32`` f32 accumulators + ``(WM/16)*4 +
   (WN/16)*4`` operand registers + about 40 for addresses and the epilogue;
   at most ``max_registers_per_thread`` (255) and at most 200 to stay clear of spills;
-* **shared memory per block**: two stages of padded A and B tiles and the f32
-  output staging tile (:func:`shared_bytes`); within ``shared_memory_bytes``;
+* **shared memory per block**: two stages of padded A and B tiles
+  (:func:`shared_bytes`; the epilogue runs in registers, no output staging
+  tile); within ``shared_memory_bytes``;
 * **blocks per SM**: limited by shared memory, registers and threads;
 * **time**: ``ceil(tiles / SMs)`` (wave quantisation) times the cost of one
   tile, ``BM*BN + w*(BM+BN)`` (MMA work plus operand traffic, whose ratio is
@@ -15,7 +16,8 @@ A small analytical model over a fixed candidate list (CUTLASS-like shapes,
   element.
 
 The mechanism (``polyir.gpu.tensorcore``) takes any :class:`TileConfig`; this
-module only chooses one.
+module only chooses one (policy lives in ``polyir.tiling``, mechanism in
+``polyir.gpu``).
 """
 from __future__ import annotations
 
@@ -69,15 +71,16 @@ class TileConfig:
         operands = (self.warp_m // 16) * 4 + (self.warp_n // 16) * 4
         return acc + operands + 40
 
-    def shared_bytes(self, element_bytes: int = 2, stages: int = 2) -> int:
+    def shared_bytes(self, element_bytes: int = 2, stages: int = 2, staged: bool = False) -> int:
         """Shared memory per block: ``stages`` padded A and B tiles (the
-        operands' layouts may transpose a tile; the larger padding counts) and
-        the f32 C staging tile."""
+        operands' layouts may transpose a tile; the larger padding counts),
+        and with ``staged`` the f32 C staging tile (the register epilogue
+        needs none: ``polyir.ptx.staging``)."""
         pad = PAD_HALVES
         a = max(self.bm * (self.bk + pad), self.bk * (self.bm + pad)) * element_bytes
         b = max(self.bk * (self.bn + pad), self.bn * (self.bk + pad)) * element_bytes
         c = self.bm * (self.bn + PAD_F32) * 4
-        return stages * (a + b) + c
+        return stages * (a + b) + (c if staged else 0)
 
     def __str__(self) -> str:
         return f"{self.bm}x{self.bn}x{self.bk} warps {self.warps_m}x{self.warps_n}"
