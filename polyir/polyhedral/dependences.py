@@ -218,10 +218,11 @@ def raw_relations(scop: Scop, kinds: tuple[str, ...] = ALL_KINDS) -> dict[str, d
         time = empty
         for name in dict.fromkeys(a.statement for a in accesses):
             time = time.union(isl.UnionMap.from_map(times[name]))
+        read = any(a.kind == "read" for a in accesses)   # written only: no RAW, no WAR
         if "raw" in result:
-            result["raw"][buffer] = _compute(reads, empty, writes, time)
+            result["raw"][buffer] = _compute(reads, empty, writes, time) if read else empty
         if "war" in result:
-            result["war"][buffer] = _compute(writes, empty, reads, time)
+            result["war"][buffer] = _compute(writes, empty, reads, time) if read else empty
         if "waw" in result:
             result["waw"][buffer] = _compute(writes, empty, writes, time)
         if "flow" in result:

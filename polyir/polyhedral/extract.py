@@ -615,14 +615,14 @@ class _Extractor:
         outs = [f"_c{k}" for k in range(len(copy))] + outs
         constraints += [f"_c{k} = {dim}" for k, dim in enumerate(copy)]
         cond = " and ".join(constraints) if constraints else "true"
-        shape = (frame.dims, frame.constraints, buffer, tuple(outs), cond)
-        unnamed = self._relations.get(shape)
+        access_shape = (frame.dims, frame.constraints, buffer, tuple(outs), cond)
+        unnamed = self._relations.get(access_shape)
         if unnamed is None:
             text = (f"{self.param_text} -> {{ [{', '.join(frame.dims)}] -> "
                     f"{isl_name(buffer)}[{', '.join(outs)}] : {cond} }}")
             unnamed = isl.Map(text, context=self.ctx).intersect_domain(
                 self._domains[(frame.dims, frame.constraints)]).coalesce()
-            self._relations[shape] = unnamed
+            self._relations[access_shape] = unnamed
         relation = unnamed.set_tuple_name(isl.dim_type.in_, isl_name(info.name))
         return Access(info.name, buffer, kind, relation, exact)
 
