@@ -154,7 +154,7 @@ def compile_ir(module: Module, target: Target | str | None = None, pipeline: str
         executable = build(module, resolved, **options)
     executable.remarks = list(context.remarks)
     executable.timings = list(context.timings)
-    LOGGER.debug("compiled %s for %s: %s", module.entry.name, resolved.name,
+    LOGGER.info("compiled %s for %s: %s", module.entry.name, resolved.name,
                  ", ".join(f"{stage} {seconds:.3f}s" for stage, seconds in context.timings))
     return executable
 

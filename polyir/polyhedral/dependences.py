@@ -207,6 +207,10 @@ def raw_relations(scop: Scop, kinds: tuple[str, ...] = ALL_KINDS) -> dict[str, d
         for access in statement.accesses:
             groups.setdefault(access.buffer, []).append(access)
     for buffer, accesses in groups.items():
+        if not any(a.kind == "write" for a in accesses):
+            for per_buffer in result.values():   # read-only: no dependence of any kind
+                per_buffer[buffer] = empty
+            continue
         reads = _union_of(empty, accesses, lambda a: a.kind == "read")
         writes = _union_of(empty, accesses, lambda a: a.kind == "write")
         must = _union_of(empty, accesses, lambda a: a.kind == "write" and a.exact)
@@ -214,10 +218,11 @@ def raw_relations(scop: Scop, kinds: tuple[str, ...] = ALL_KINDS) -> dict[str, d
         time = empty
         for name in dict.fromkeys(a.statement for a in accesses):
             time = time.union(isl.UnionMap.from_map(times[name]))
+        read = any(a.kind == "read" for a in accesses)   # written only: no RAW, no WAR
         if "raw" in result:
-            result["raw"][buffer] = _compute(reads, empty, writes, time)
+            result["raw"][buffer] = _compute(reads, empty, writes, time) if read else empty
         if "war" in result:
-            result["war"][buffer] = _compute(writes, empty, reads, time)
+            result["war"][buffer] = _compute(writes, empty, reads, time) if read else empty
         if "waw" in result:
             result["waw"][buffer] = _compute(writes, empty, writes, time)
         if "flow" in result:
@@ -354,21 +359,33 @@ def common_deltas(rel: isl.Map, common: int) -> isl.Set:
 
 def describe(scop: Scop, kind: str, source: str, sink: str, buffer: str,
              rel: isl.Map) -> Dependence:
-    """A :class:`Dependence` with carried levels, direction and distance."""
+    """A :class:`Dependence` with carried levels, direction and distance.
+
+    Every property is read off the distance set over the common loops (what
+    ``rel`` intersected with :func:`level_relation` would say, since those
+    constraints only involve ``sink - source`` on the common loops), bounded
+    through isl's API rather than parsed probes."""
     common = common_loops(scop, source, sink)
-    carried = [level for level in range(0, len(common) + 1)
-               if not rel.intersect(level_relation(scop, source, sink, level)).is_empty()]
     deltas = common_deltas(rel, len(common))
-    names = ", ".join(f"d{m}" for m in range(len(common)))
+    carried = []
+    prefix = deltas           # distances equal to 0 on the loops outside the current one
+    for k in range(len(common)):
+        if not prefix.lower_bound_val(isl.dim_type.set, k, 1).is_empty():
+            carried.append(k + 1)
+        prefix = prefix.fix_val(isl.dim_type.set, k, 0)
+    if not prefix.is_empty():
+        carried.insert(0, 0)
     direction = []
     for k in range(len(common)):
         signs = set()
-        for sign, op in (("+", ">"), ("0", "="), ("-", "<")):
-            probe = scop.isl_set(f"{scop.param_space} -> {{ [{names}] : d{k} {op} 0 }}")
-            if not deltas.intersect(probe).is_empty():
-                signs.add(sign)
+        if not deltas.lower_bound_val(isl.dim_type.set, k, 1).is_empty():
+            signs.add("+")
+        if not deltas.fix_val(isl.dim_type.set, k, 0).is_empty():
+            signs.add("0")
+        if not deltas.upper_bound_val(isl.dim_type.set, k, -1).is_empty():
+            signs.add("-")
         direction.append(_SIGNS[frozenset(signs)])
-    distance = _uniform_distance(scop, deltas, len(common))
+    distance = _uniform_distance(deltas, len(common))
     stmt = scop.statements[source]
     is_reduction = (source == sink and stmt.reduction is not None
                     and stmt.reduction[0] == buffer and kind in MEMORY_KINDS)
@@ -376,14 +393,14 @@ def describe(scop: Scop, kind: str, source: str, sink: str, buffer: str,
                       tuple(direction), distance, is_reduction)
 
 
-def _uniform_distance(scop: Scop, deltas: isl.Set, n: int) -> tuple[int, ...] | None:
+def _uniform_distance(deltas: isl.Set, n: int) -> tuple[int, ...] | None:
     if deltas.is_empty() or n == 0:
         return None
     point = deltas.sample_point()
     values = [int(point.get_coordinate_val(isl.dim_type.set, k).to_python()) for k in range(n)]
-    names = ", ".join(f"d{k}" for k in range(n))
-    cons = " and ".join(f"d{k} = {v}" for k, v in enumerate(values)) or "true"
-    exact = scop.isl_set(f"{scop.param_space} -> {{ [{names}] : {cons} }}")
+    exact = isl.Set.universe(deltas.get_space())
+    for k, value in enumerate(values):
+        exact = exact.fix_val(isl.dim_type.set, k, value)
     return tuple(values) if deltas.is_subset(exact) else None
 
 

@@ -433,6 +433,11 @@ class _Extractor:
         self.loop_counter = 0
         self.scoped: dict[str, tuple[str, ...]] = {}  # loop-scoped local -> its loops' variables
         self.context = self._context()
+        # statements under the same loops and conditions share their domain, and an access
+        # text repeated there (a reduction's read and write) its relation: each is parsed once,
+        # without a tuple name, and named per statement
+        self._domains: dict[tuple[tuple[str, ...], tuple[str, ...]], isl.Set] = {}
+        self._relations: dict[tuple[object, ...], isl.Map] = {}
 
     def _context(self) -> isl.Set:
         parts = [f"{aff_to_isl(aff, {})} >= 0" for aff in assumptions(self.function)]
@@ -521,10 +526,16 @@ class _Extractor:
         name = node.name  # type: ignore[union-attr]
         if name in self.statements:
             raise NotPolyhedral(f"statement name {name} used twice in {self.function.name}")
-        cond = " and ".join(frame.constraints) if frame.constraints else "true"
         tuple_text = f"{isl_name(name)}[{', '.join(frame.dims)}]"
-        domain = isl.Set(f"{self.param_text} -> {{ {tuple_text} : {cond} }}", context=self.ctx)
-        domain = domain.intersect_params(self.context).coalesce()
+        shape = (frame.dims, frame.constraints)
+        unnamed = self._domains.get(shape)
+        if unnamed is None:
+            cond = " and ".join(frame.constraints) if frame.constraints else "true"
+            unnamed = isl.Set(f"{self.param_text} -> {{ [{', '.join(frame.dims)}] : {cond} }}",
+                              context=self.ctx)
+            unnamed = unnamed.intersect_params(self.context).coalesce()
+            self._domains[shape] = unnamed
+        domain = unnamed.set_tuple_name(isl_name(name))
         position = frame.counter[0]
         frame.counter[0] += 1
         info = StatementInfo(name, node, frame.loop_vars, frame.dims, frame.loops, nest,
@@ -604,9 +615,15 @@ class _Extractor:
         outs = [f"_c{k}" for k in range(len(copy))] + outs
         constraints += [f"_c{k} = {dim}" for k, dim in enumerate(copy)]
         cond = " and ".join(constraints) if constraints else "true"
-        text = (f"{self.param_text} -> {{ {tuple_text} -> {isl_name(buffer)}[{', '.join(outs)}]"
-                f" : {cond} }}")
-        relation = isl.Map(text, context=self.ctx).intersect_domain(info.domain).coalesce()
+        access_shape = (frame.dims, frame.constraints, buffer, tuple(outs), cond)
+        unnamed = self._relations.get(access_shape)
+        if unnamed is None:
+            text = (f"{self.param_text} -> {{ [{', '.join(frame.dims)}] -> "
+                    f"{isl_name(buffer)}[{', '.join(outs)}] : {cond} }}")
+            unnamed = isl.Map(text, context=self.ctx).intersect_domain(
+                self._domains[(frame.dims, frame.constraints)]).coalesce()
+            self._relations[access_shape] = unnamed
+        relation = unnamed.set_tuple_name(isl.dim_type.in_, isl_name(info.name))
         return Access(info.name, buffer, kind, relation, exact)
 
 

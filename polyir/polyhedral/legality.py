@@ -264,14 +264,25 @@ def check_schedule(target: Scop | Function | Module | Dependences,
     new = as_schedule_map(scop, schedule)
     per_statement: dict[str, isl.Map] = {}
     new.foreach_map(lambda m: per_statement.__setitem__(m.get_tuple_name(isl.dim_type.in_), m))
-    bad: list[tuple[Dependence, isl.Map]] = []
-    for dep in deps.memory(accept_reassociation):
-        # the times of the dependence's pairs: none may run the sink first or together
-        first, then = per_statement[isl_name(dep.source)], per_statement[isl_name(dep.sink)]
-        times = dep.relation.apply_domain(first).apply_range(then)
-        if _runs_before(times):
+    # the dependences of one pair of statements (several buffers and kinds) are asked
+    # together: their union runs every source first exactly when each of them does;
+    # only a pair that fails is asked dependence by dependence
+    pairs: dict[tuple[str, str], list[tuple[int, Dependence]]] = {}
+    for index, dep in enumerate(deps.memory(accept_reassociation)):
+        pairs.setdefault((dep.source, dep.sink), []).append((index, dep))
+    bad_at: list[tuple[int, Dependence, isl.Map]] = []
+    for (source, sink), members in pairs.items():
+        # the times of the dependences' pairs: none may run the sink first or together
+        first, then = per_statement[isl_name(source)], per_statement[isl_name(sink)]
+        relation = members[0][1].relation
+        for _, dep in members[1:]:
+            relation = relation.union(dep.relation)
+        if _runs_before(relation.apply_domain(first).apply_range(then)):
             continue
-        bad.append((dep, dep.relation.intersect(first.lex_ge_map(then))))
+        for index, dep in members:
+            if len(members) == 1 or not _runs_before(dep.relation.apply_domain(first).apply_range(then)):
+                bad_at.append((index, dep, dep.relation.intersect(first.lex_ge_map(then))))
+    bad = [(dep, violating) for _, dep, violating in sorted(bad_at, key=lambda item: item[0])]
     if not bad:
         return Legality(True)
     dep, violating = bad[0]

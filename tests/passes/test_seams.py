@@ -373,3 +373,16 @@ def test_invalid_pass_output_is_a_failure_of_the_testing_kit() -> None:
     module = polyir.parse((ROOT / "examples/matmul.ir").read_text())
     with pytest.raises(AssertionError, match="invalid IR"):
         assert_preserves_or_refuses(lambda m: transform(m, [Breaks()]), module)
+
+
+def test_info_logging_times_each_pass_and_the_backend(caplog, tmp_path) -> None:
+    module = polyir.parse((ROOT / "examples/matmul.ir").read_text())
+    passes = default_pipeline(resolve("cpu"))
+    with caplog.at_level(logging.INFO, logger="polyir"):
+        executable = compile_ir(module, "cpu", cache_dir=str(tmp_path))
+    (line,) = [r.getMessage() for r in caplog.records
+               if r.name == "polyir.driver" and r.levelno == logging.INFO and "compiled" in r.getMessage()]
+    stages = [stage for stage, _ in executable.timings]
+    assert "backend" in stages and len(stages) == len(passes.split(",")) + 2
+    for stage in stages:
+        assert f"{stage} " in line, (stage, line)

@@ -125,3 +125,33 @@ func r(X: f64[N], Y: f64[N], s: f64[]) {
     kinds = {name: s.reduction for name, s in scop.statements.items()}
     assert kinds == {"S0": ("s", "max"), "S1": ("Y", "*"), "S2": None, "S3": None,
                      "S4": ("Y", "+")}
+
+
+@settings(max_examples=examples(30))
+@given(programs())
+def test_levels_and_directions_follow_their_definitions(module):
+    """``describe`` reads carried levels, directions and distances off the distance set;
+    each must agree with its definition on the instance pairs (``level_relation`` and
+    sign probes of the distances)."""
+    from polyir.polyhedral.dependences import common_deltas, level_relation
+    deps = compute_dependences(module)
+    scop = deps.scop
+    for dep in deps:
+        carried = tuple(level for level in range(len(dep.common) + 1)
+                        if not dep.relation.intersect(
+                            level_relation(scop, dep.source, dep.sink, level)).is_empty())
+        assert dep.carried == carried, dep
+        deltas = common_deltas(dep.relation, len(dep.common))
+        names = ", ".join(f"d{m}" for m in range(len(dep.common)))
+        for k, direction in enumerate(dep.direction):
+            signs = {sign for sign, op in (("+", ">"), ("0", "="), ("-", "<"))
+                     if not deltas.intersect(scop.isl_set(
+                         f"{scop.param_space} -> {{ [{names}] : d{k} {op} 0 }}")).is_empty()}
+            assert direction == {frozenset("+"): "<", frozenset("0"): "=", frozenset("-"): ">",
+                                 frozenset("+0"): "<=", frozenset("0-"): ">=",
+                                 frozenset("+-"): "!=", frozenset("+0-"): "*",
+                                 frozenset(): "."}[frozenset(signs)], dep
+        if dep.distance is not None:
+            point = scop.isl_set(f"{scop.param_space} -> {{ [{names}] : " + " and ".join(
+                f"d{k} = {v}" for k, v in enumerate(dep.distance)) + " }")
+            assert deltas.is_subset(point) and not deltas.is_empty(), dep
