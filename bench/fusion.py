@@ -2,7 +2,8 @@
 
 For each model (the models section's, plus realistic sizes: a GPT-2-small
 block at d=768 and sequence 128, a BERT-base encoder layer, a ResNet-18 basic
-block at 64 channels and 56x56) at batch 1 and 8 it reports
+block at 64 channels and 56x56, and its single 3x3 convolution alone) at
+batch 1 and 8 it reports
 
 * top-level loop nests and bytes of intermediate (local) buffers of the
   compiled functions without fusion (``pipeline=""``) and with the default
@@ -72,6 +73,8 @@ REALISTIC: dict[str, tuple[Callable[[], nn.Module], Callable[[int], tuple[torch.
     "gpt2_block_d768_s128": (GPT2Block, lambda b: (torch.randn(b, 128, 768),)),
     "bert_layer_d768_s128": (bert_layer, lambda b: (torch.randn(b, 128, 768),)),
     "resnet18_block_64x56x56": (BasicBlock, lambda b: (torch.randn(b, 64, 56, 56),)),
+    "conv2d_3x3_64x56x56": (lambda: nn.Conv2d(64, 64, 3, padding=1, bias=False),
+                            lambda b: (torch.randn(b, 64, 56, 56),)),
 }
 
 

@@ -13,7 +13,9 @@ distribution) of every host function:
    bounds) the register tile alone (``levels.register_plan``);
 2. any other band whose innermost loop walks memory with a stride gets the
    loop order with unit-stride innermost accesses, when a dependence does
-   not forbid it (``levels.unit_stride_order``);
+   not forbid it (``levels.unit_stride_order``); a direct convolution first
+   with its output-channel loop unrolled and jammed into that order
+   (``levels.reuse_loop``: one loaded input vector, several accumulators);
 3. a band whose innermost loop is a float reduction for all its statements
    (a matrix-vector product: ``x[i] += A[i, j] * y[j]``) gets an outer loop
    that every statement's element moves with unrolled and jammed into it
@@ -68,7 +70,9 @@ from polyir.tiling.levels import (
     order_plan,
     reduction_chains,
     register_plan,
+    reuse_loop,
     strided_along,
+    trip_count,
     unit_stride_order,
     work,
 )
@@ -141,6 +145,16 @@ def candidate_plans(function: Function, chain: Sequence[For], target: Target,
     orders = [TilePlan(band, "order", order_plan(band, order),
                        f"loop {order[-1]} innermost: unit-stride accesses")
               for order in unit_stride_order(function, chain)]
+    # a direct convolution: the unit-stride order with the output-channel
+    # loop unrolled and jammed into it (one input vector, several accumulators)
+    for plan in [p for p in orders if not strided_along(chain, p.band_order[-1])]:
+        reuse = reuse_loop(function, chain, plan.band_order)
+        if reuse is not None:
+            factor = min(reduction_jam(target, 1), trip_count(_band_loop(chain, reuse)) or 1)
+            if factor > 1:
+                plans.append(TilePlan(band, "direct", plan.steps + jam_plan(reuse, factor),
+                                      f"{plan.why}; loop {reuse} unrolled by {factor} and jammed "
+                                      f"(each loaded value reused by {factor} accumulators)"))
     # an order whose innermost loop still walks a column comes after the jam
     plans += [p for p in orders if not strided_along(chain, p.band_order[-1])]
     rows = reduction_chains(function, chain)
@@ -267,7 +281,7 @@ def auto_tile_function(function: Function, target: Target, remark: Remark,
             try:
                 if plan.kind == "gemm":
                     check_permutable(deps, list(plan.band)).require()
-                elif plan.kind == "order":
+                elif plan.kind in ("order", "direct"):
                     order = plan.steps[0].order  # type: ignore[attr-defined]
                     check_permutation(deps, list(plan.band),
                                       [list(plan.band).index(v) for v in order]).require()
@@ -311,6 +325,10 @@ def mark_loop_parallel(function: Function, var: str) -> Function:
     from polyir.tiling.bands import replace_node
     loop = _loop(function, var)
     return replace_node(function, loop, [replace(loop, parallel=True)])
+
+
+def _band_loop(chain: Sequence[For], var: str) -> For:
+    return next(loop for loop in chain if loop.var == var)
 
 
 def _loop(function: Function, var: str) -> For:

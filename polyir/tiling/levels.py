@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from polyir.ir.nodes import Assign, For, Function, Load
+from polyir.ir.nodes import Assign, For, Function, If, Load
 from polyir.ir.types import DType
 from polyir.polyhedral.extract import affine_index, expr_loads, reduction_of
 from polyir.tiling.passes import Copies, Interchange, SplitTiles, Tile, UnrollJam
@@ -302,6 +302,45 @@ def reduction_chains(function: Function, chain: Sequence[For]) -> str | None:
     return None
 
 
+def reuse_loop(function: Function, chain: Sequence[For], order: Sequence[str]) -> str | None:
+    """For the band ``chain`` run in ``order``: the loop to unroll and jam into
+    the innermost one so that a loaded value serves several accumulators (a
+    direct convolution's output-channel loop: the input element
+    ``x[n, c, oh + kh, ow + kw]`` does not depend on it, the weight
+    ``w[oc, c, kh, kw]`` is the same for the whole innermost ``ow`` loop),
+    else ``None``. The innermost body (under guards) must be one float
+    ``+=`` statement whose element moves with the innermost loop; the loop
+    chosen is the innermost outer loop, with step 1 and a known trip count,
+    that the written element moves with and some operand load does not use."""
+    if len(chain) < 3:
+        return None
+    body = list(chain[-1].body)
+    while len(body) == 1 and isinstance(body[0], If) and not body[0].else_body:
+        body = list(body[0].then_body)
+    if len(body) != 1 or not isinstance(body[0], Assign):
+        return None
+    stmt = body[0]
+    update = reduction_of(stmt)
+    buffer = function.buffers.get(stmt.buffer)
+    if update is None or update[1] != "+" or buffer is None or buffer.dtype not in ELEMENT_BYTES:
+        return None
+    written = _vars(stmt.indices)
+    inner = order[-1]
+    if "<gather>" in written or inner not in written:
+        return None
+    loads = [ld for ld in expr_loads(stmt.value) if ld.buffer != stmt.buffer]
+    used = [_vars(ld.indices) for ld in loads]
+    if any("<gather>" in u for u in used) or len(loads) < 2:
+        return None
+    loops = {loop.var: loop for loop in chain}
+    for var in reversed(order[:-1]):
+        loop = loops[var]
+        if var in written and loop.step == 1 and trip_count(loop) is not None \
+                and any(var not in u and inner in u for u in used):
+            return var
+    return None
+
+
 def jam_plan(var: str, factor: int) -> tuple[object, ...]:
     """Unroll ``var`` by ``factor`` and jam the copies into the innermost loop:
     ``factor`` independent accumulations per statement."""
@@ -324,5 +363,5 @@ def work(c: Contraction) -> int | None:
 
 
 __all__ = ["Contraction", "contraction_roles", "gemm_plan", "register_plan", "order_plan",
-           "jam_plan", "reduction_chains", "strided_along",
+           "jam_plan", "reduction_chains", "reuse_loop", "strided_along",
            "unit_stride_order", "stride_score", "trip_count", "work", "ELEMENT_BYTES"]
