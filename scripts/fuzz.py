@@ -97,6 +97,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--failures", type=Path, default=Path("fuzz-failures.txt"))
+    parser.add_argument("--progress", type=Path, default=None,
+                        help="rewritten with the counts after every chunk of programs")
     options = parser.parse_args()
     deadline = time.monotonic() + 60 * options.minutes
     counts: Counter[str] = Counter()
@@ -135,10 +137,15 @@ def main() -> None:
         except Exception:
             record(kind, str(module) + (f"pass: {PASSES[index % len(PASSES)]}" if kind == "passes" else ""))
 
+    def report() -> str:
+        return json.dumps({"programs": dict(counts), "failures": dict(failures),
+                           "total": counts.total(), "failed": failures.total()})
+
     while time.monotonic() < deadline:
         one()        # records failures itself, so Hypothesis never stops to shrink
-    print(json.dumps({"programs": dict(counts), "failures": dict(failures),
-                      "total": counts.total(), "failed": failures.total()}))
+        if options.progress is not None:
+            options.progress.write_text(report() + "\n")
+    print(report())
 
 
 if __name__ == "__main__":
