@@ -111,13 +111,16 @@ class CudaExecutable:
     ptx: str
     kernels: dict[str, LoweredFunction]
     _runtime: Any = field(default=None, repr=False)
+    bounds: Any = field(default=None, repr=False)
+    """A ``polyir.cpu.bounds.BoundsCheck`` of the unmapped function, run on the
+    size symbols before any launch (``polyir.driver.compile_ir`` sets it)."""
 
     def __call__(self, *args: Any) -> None:
         if not self.kernels:  # an empty program (everything it computed was dead)
             return
         if self._runtime is None:
             from polyir.ptx.runtime import CudaProgram
-            self._runtime = CudaProgram(self.ir, self.ptx, self.kernels)
+            self._runtime = CudaProgram(self.ir, self.ptx, self.kernels, self.bounds)
         self._runtime(*args)
 
 
