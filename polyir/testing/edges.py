@@ -7,7 +7,7 @@ interpreter against native code, bit for bit):
 
 * :func:`edge_programs` draws one-loop programs ``Y[...] = <expr>`` over
   ``A``, ``B`` (float) or ``I``, ``J`` (int) whose expressions combine
-  ``+ - * /``, ``max``/``min``, ``floor``/``ceil``, ``abs``, ``neg``,
+  ``+ - * /``, ``max``/``min``, ``floor``/``ceil``, floor division, ``abs``, ``neg``,
   selects, integer ``/`` and ``%`` (divisor made non-zero by a select) and
   constants among signed zeros, infinities, NaN, subnormals and the extremes
   of the type; subscripts are ``i``, the reversed ``N - 1 - i`` and the
@@ -86,7 +86,7 @@ def _expression(draw: Callable[[st.SearchStrategy[Any]], Any], dtype: str, depth
     a = _expression(draw, dtype, depth - 1)
     b = _expression(draw, dtype, depth - 1)
     ops = ["+", "-", "*", "max", "min", "abs", "neg", "select"]
-    ops += ["/", "%"] if integer else ["/", "floor", "ceil"]
+    ops += ["/", "%"] if integer else ["/", "floor", "ceil", "floordiv"]
     op = draw(st.sampled_from(ops))
     if op in ("+", "-", "*"):
         return f"({a} {op} {b})"
@@ -95,6 +95,8 @@ def _expression(draw: Callable[[st.SearchStrategy[Any]], Any], dtype: str, depth
         return f"({a} {op} select({b} == {zero}, 1, {b}))"
     if op == "/":
         return f"({a} / {b})"
+    if op == "floordiv":             # torch's rounding_mode="floor" over NaN, infinities, zeros
+        return f"floor({a} / {b})"
     if op in ("max", "min"):
         return f"{op}({a}, {b})"
     if op == "select":
