@@ -267,6 +267,8 @@ class BoundsCheck:
         in the function); raises :class:`polyir.BoundsError` on a violation.
         Data-dependent subscripts are not checked here (their ids are not
         on the host)."""
+        if not self.risks:
+            return
         key = tuple(symbols[p] for p in self._params)
         if key not in self._seen:
             self._check_affine(dict(zip(self._params, key, strict=True)))
