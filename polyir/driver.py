@@ -129,6 +129,7 @@ def compile_ir(module: Module, target: Target | str | None = None, pipeline: str
     resolved = resolve(target)
     context = make_context(resolved, ctx)
     verify(module)
+    original = module
     passes = default_pipeline(resolved) if pipeline is None else pipeline
     start = time.perf_counter()
     cached = _pipeline_cache(module, passes, resolved, ctx, options)
@@ -152,6 +153,9 @@ def compile_ir(module: Module, target: Target | str | None = None, pipeline: str
         context.timings.append(("passes", time.perf_counter() - start))
     with context.timed("backend"):
         executable = build(module, resolved, **options)
+    if resolved.kind == "cuda" and options.get("check_bounds", True) and not executable.bounds:
+        from polyir.cpu.bounds import BoundsCheck
+        executable.bounds = BoundsCheck.for_function(original.entry)
     executable.remarks = list(context.remarks)
     executable.timings = list(context.timings)
     LOGGER.info("compiled %s for %s: %s", module.entry.name, resolved.name,

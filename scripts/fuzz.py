@@ -10,7 +10,10 @@ program:
 * ``gpu``: ``mark-parallel,gpu-map`` run in the interpreter with shuffled
   parallel order against the original;
 * ``edges``: ``polyir.testing.edges`` programs, interpreter against native,
-  bit for bit.
+  bit for bit;
+* ``reductions``: ``edge_reductions`` marked parallel under
+  ``accept_reassociation``, native on two threads against the serial
+  interpreter.
 
 Every failure is appended to ``--failures`` (program text and error); the
 counts are printed as one JSON line at the end. Usage::
@@ -24,6 +27,7 @@ import json
 import time
 import traceback
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +45,7 @@ from polyir.testing import (
     assert_preserves_or_refuses,
     edge_arrays,
     edge_programs,
+    edge_reductions,
     edge_sizes,
     programs,
     random_arguments,
@@ -48,7 +53,9 @@ from polyir.testing import (
 
 PASSES = ("fuse", "online-reductions", "shrink-buffers", "distribute", "auto-tile", "mark-parallel",
           "reschedule", "simplify-bounds", "remove-dead-statements", "canonicalize-names")
-KINDS = ("native", "passes", "gpu", "edges")
+KINDS = ("native", "passes", "gpu", "edges", "reductions")
+TEAM = replace(cpu(2), parallel_dispatch_ns=0.0, team_late_ns=2**62)
+"""Two threads for every parallel loop, however little work it has."""
 CHUNK = 25
 """Programs per Hypothesis run; the time budget is checked between runs."""
 
@@ -92,11 +99,25 @@ def _edges(text: str, n: int, X: np.ndarray, Z: np.ndarray) -> None:
     assert outcomes[0] == outcomes[1], f"N = {n}: interpreter {outcomes[0][0]}, native {outcomes[1][0]}"
 
 
+def _reductions(text: str, A: np.ndarray, start: np.ndarray) -> None:
+    serial = polyir.parse(text)
+    marked = polyir.transform(serial, "mark-parallel{accept_reassociation=true}")
+    expected, got = start.copy(), start.copy()
+    with np.errstate(all="ignore"):
+        polyir.interpret(serial, expected, A.copy())
+        build_cpu(marked, TEAM, cache_dir=None)(got, A.copy())
+    if A.dtype.kind == "f":   # the sign of a zero max/min and NaN payloads are unspecified
+        expected, got = (np.where(np.isnan(v), np.nan, np.where(v == 0, 0, v)) for v in (expected, got))
+    assert expected.tobytes() == got.tobytes(), f"serial {expected}, parallel {got}"
+
+
 def main() -> None:
     """Run the fuzzing loop (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--failures", type=Path, default=Path("fuzz-failures.txt"))
+    parser.add_argument("--progress", type=Path, default=None,
+                        help="rewritten with the counts after every chunk of programs")
     options = parser.parse_args()
     deadline = time.monotonic() + 60 * options.minutes
     counts: Counter[str] = Counter()
@@ -124,6 +145,17 @@ def main() -> None:
             except Exception:
                 record(kind, f"{text}N = {n}\nX = {X!r}\nZ = {Z!r}")
             return
+        if kind == "reductions":
+            dtype = ("f32", "f64", "i64")[index % 3]
+            text = data.draw(edge_reductions(dtype))
+            n = data.draw(st.sampled_from((0, 1, 7, 5000, 40_001)))
+            A = np.resize(data.draw(edge_arrays(dtype, 61)), n)
+            start = data.draw(edge_arrays(dtype, 1))
+            try:
+                _reductions(text, A, start)
+            except Exception:
+                record(kind, f"{text}N = {n}\nA[:61] = {A[:61]!r}\nY = {start!r}")
+            return
         module = data.draw(programs(mark_parallel=kind == "gpu"))
         try:
             if kind == "native":
@@ -135,10 +167,15 @@ def main() -> None:
         except Exception:
             record(kind, str(module) + (f"pass: {PASSES[index % len(PASSES)]}" if kind == "passes" else ""))
 
+    def report() -> str:
+        return json.dumps({"programs": dict(counts), "failures": dict(failures),
+                           "total": counts.total(), "failed": failures.total()})
+
     while time.monotonic() < deadline:
         one()        # records failures itself, so Hypothesis never stops to shrink
-    print(json.dumps({"programs": dict(counts), "failures": dict(failures),
-                      "total": counts.total(), "failed": failures.total()}))
+        if options.progress is not None:
+            options.progress.write_text(report() + "\n")
+    print(report())
 
 
 if __name__ == "__main__":

@@ -254,6 +254,28 @@ class BoundsCheck:
                                     self._slot_of[source.name], region, plain))
 
     # ------------------------------------------------------------ at call time
+    @classmethod
+    def for_function(cls, function: Function) -> BoundsCheck:
+        """The check of ``function`` for a backend without CPU argument words
+        (the CUDA runtime: :meth:`check_symbols` before the launches)."""
+        from polyir.cpu.hooks import CpuHooks
+        from polyir.llvm.lower import signature
+        return cls(function, signature(function, CpuHooks()))
+
+    def check_symbols(self, symbols: dict[str, int]) -> None:
+        """The affine part of the check for the size symbols' values (names as
+        in the function); raises :class:`polyir.BoundsError` on a violation.
+        Data-dependent subscripts are not checked here (their ids are not
+        on the host)."""
+        if not self.risks:
+            return
+        key = tuple(symbols[p] for p in self._params)
+        if key not in self._seen:
+            self._check_affine(dict(zip(self._params, key, strict=True)))
+            if len(self._seen) > 4096:
+                self._seen.clear()
+            self._seen[key] = []
+
     def check_words(self, words: Any) -> None:
         """Check a call on raw argument words (``ctypes`` int64 array in slot
         order); raises :class:`polyir.BoundsError` on a violation."""

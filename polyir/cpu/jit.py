@@ -65,6 +65,7 @@ from polyir.errors import CompileError
 from polyir.ir.nodes import Assign, FragmentStore, Module, Node
 from polyir.ir.printer import print_module
 from polyir.ir.walk import walk_nodes
+from polyir.llvm.diagnostics import llvm_diagnostics
 from polyir.llvm.lower import ParamSlot, lower_function, signature
 from polyir.target import Target
 
@@ -103,6 +104,11 @@ DEFAULT = object()
 def _initialise() -> None:
     if _STATE:
         return
+    with llvm_diagnostics("initialising the host target"):
+        _initialise_host()
+
+
+def _initialise_host() -> None:
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     libm = ctypes.util.find_library("m")
@@ -124,8 +130,9 @@ def host_machine(vector_bits: int | None = None) -> llvm.TargetMachine:
     one), preferring ``vector_bits``-wide vectors when given (see
     :func:`vector_width_features`)."""
     features = _STATE["features"] + vector_width_features(vector_bits)
-    return llvm.Target.from_triple(_STATE["triple"]).create_target_machine(
-        cpu=_STATE["cpu"], features=features, opt=3, reloc="pic", codemodel="small")
+    with llvm_diagnostics("creating the host target machine"):
+        return llvm.Target.from_triple(_STATE["triple"]).create_target_machine(
+            cpu=_STATE["cpu"], features=features, opt=3, reloc="pic", codemodel="small")
 
 
 def vector_width_features(vector_bits: int | None) -> str:
@@ -277,7 +284,7 @@ class CpuExecutable:
         self.slots = signature(self.function, CpuHooks())
         self.binder = ArgumentBinder(self.function, self.slots, _written(self.function.body))
         self._asm: str | None = None
-        with _LOCK:
+        with _LOCK, llvm_diagnostics(f"loading '{module.entry.name}'"):
             engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), host_machine())
             for code in self.objects:
                 engine.add_object_file(llvm.ObjectFileRef.from_data(code))
@@ -305,7 +312,7 @@ class CpuExecutable:
     def asm(self) -> str:
         """Host assembly of the optimised code (every module, entry first)."""
         if self._asm is None:
-            with _LOCK:
+            with _LOCK, llvm_diagnostics(f"assembly of '{self.function.name}'"):
                 _initialise()
                 parts = []
                 for text in self.llvm_modules:
@@ -438,8 +445,9 @@ def _compile_units(units: list[_Unit], target: Target, times: StageTimes, provid
         with times.stage("lower", unit.what):
             unit.llvm_ir = unit.lower()
         try:
-            ref = llvm.parse_assembly(unit.llvm_ir)
-            ref.verify()
+            with llvm_diagnostics(unit.what):
+                ref = llvm.parse_assembly(unit.llvm_ir)
+                ref.verify()
         except RuntimeError as error:
             raise CompileError(f"{unit.what}: invalid LLVM IR from lowering: {error}") from None
         refs.append(ref)
@@ -460,7 +468,7 @@ def _compile_units(units: list[_Unit], target: Target, times: StageTimes, provid
                 _check_external_names(externals, unit.what, provided)
             except OSError as error:   # no worker process: compile here
                 _LOG.warning("polyir: no LLVM worker process (%s); compiling in this process", error)
-                with counter:
+                with counter, llvm_diagnostics(unit.what):
                     optimise(refs[index], target.vector_bits, unit.speed_level)
                     _check_external_symbols(refs[index], unit.what, provided)
                     unit.object_code = target_machine(target.vector_bits).emit_object(refs[index])

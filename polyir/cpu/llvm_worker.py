@@ -17,7 +17,9 @@ Protocol (little-endian, over the worker's stdin/stdout): a request is
 machine spec (``triple\\0cpu\\0features``) and the IR; a reply is ``<IQQ``
 (status: 0 object, 1 LLVM error; payload lengths) then the object code (or
 the error text) and the external functions the optimised module declares,
-newline-separated.
+newline-separated. What the worker writes on its stderr (LLVM's warnings) is
+logged on ``polyir.llvm`` after each reply, never shown on this process's
+stderr.
 """
 from __future__ import annotations
 
@@ -63,9 +65,11 @@ class LLVMWorker:
         self._stderr: Any = None
         self._lock = threading.Lock()
         self.served = 0            # objects compiled by the current worker
+        self._logged = 0           # bytes of the worker's stderr already logged
 
     def _start(self) -> subprocess.Popen[bytes]:
         self._stderr = tempfile.TemporaryFile()
+        self._logged = 0
         self._process = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=self._stderr)
         return self._process
@@ -99,9 +103,22 @@ class LLVMWorker:
                 process.stdin.close()
                 process.stdout.close()
                 raise LLVMCrash(self._last_words(process.returncode)) from None
+            self._log_diagnostics()
         if status:
             raise RuntimeError(payload.decode(errors="replace"))
         return payload, [n for n in names.split("\n") if n]
+
+    def _log_diagnostics(self) -> None:
+        """Log what the worker wrote on its stderr since the last reply (LLVM's
+        warnings) on ``polyir.llvm`` (``polyir.llvm.diagnostics``)."""
+        if self._stderr is None:
+            return
+        self._stderr.seek(self._logged)
+        text = self._stderr.read(1 << 20)
+        self._logged += len(text)
+        if text:
+            from polyir.llvm.diagnostics import log_lines  # not at the top: the worker imports this file
+            log_lines(text.decode(errors="replace"), "LLVM worker")
 
     def _last_words(self, returncode: int | None) -> str:
         """What the dead worker printed last (LLVM's assertion), and how it ended."""

@@ -18,6 +18,7 @@ import llvmlite.binding as llvm
 
 from polyir.errors import CompileError
 from polyir.ir.nodes import Launch, Module
+from polyir.llvm.diagnostics import llvm_diagnostics
 from polyir.llvm.lower import LoweredFunction, lower_module
 from polyir.ptx.nvptx import NvptxHooks
 from polyir.target import Target
@@ -66,25 +67,27 @@ def lower_kernels(module: Module, sm: int) -> tuple[str, dict[str, LoweredFuncti
     if not names:
         raise CompileError("module has no kernel to compile for CUDA")
     llvm_module, lowered = lower_module(module, NvptxHooks(launches, sm), names=names)
-    machine = target_machine(sm)
-    llvm_module.triple = TRIPLE
-    llvm_module.data_layout = str(machine.target_data)
-    ref = llvm.parse_assembly(str(llvm_module))
-    ref.verify()
-    tuning = llvm.create_pipeline_tuning_options(speed_level=3)
-    builder = llvm.create_pass_builder(machine, tuning)
-    builder.getModulePassManager().run(ref, builder)
-    ref.verify()
-    return str(ref), lowered
+    with llvm_diagnostics(f"NVPTX sm_{sm}"):
+        machine = target_machine(sm)
+        llvm_module.triple = TRIPLE
+        llvm_module.data_layout = str(machine.target_data)
+        ref = llvm.parse_assembly(str(llvm_module))
+        ref.verify()
+        tuning = llvm.create_pipeline_tuning_options(speed_level=3)
+        builder = llvm.create_pass_builder(machine, tuning)
+        builder.getModulePassManager().run(ref, builder)
+        ref.verify()
+        return str(ref), lowered
 
 
 def emit_ptx(llvm_ir: str, sm: int) -> str:
     """PTX assembly of NVPTX LLVM IR text. Raises ``CompileError`` when the PTX
     declares an external ``llvm.*`` function: an intrinsic LLVM does not know
     (a misspelled name passes its verifier) would only fail when loaded."""
-    ref = llvm.parse_assembly(llvm_ir)
-    ref.verify()
-    ptx = target_machine(sm).emit_assembly(ref)
+    with llvm_diagnostics(f"NVPTX sm_{sm}"):
+        ref = llvm.parse_assembly(llvm_ir)
+        ref.verify()
+        ptx = target_machine(sm).emit_assembly(ref)
     unknown = sorted(set(re.findall(r"\.extern \.func[^;]*?\b(llvm\.[\w.]+)", ptx)))
     if unknown:
         raise CompileError(f"PTX for sm_{sm} calls unknown intrinsics {', '.join(unknown)} "
@@ -108,13 +111,16 @@ class CudaExecutable:
     ptx: str
     kernels: dict[str, LoweredFunction]
     _runtime: Any = field(default=None, repr=False)
+    bounds: Any = field(default=None, repr=False)
+    """A ``polyir.cpu.bounds.BoundsCheck`` of the unmapped function, run on the
+    size symbols before any launch (``polyir.driver.compile_ir`` sets it)."""
 
     def __call__(self, *args: Any) -> None:
         if not self.kernels:  # an empty program (everything it computed was dead)
             return
         if self._runtime is None:
             from polyir.ptx.runtime import CudaProgram
-            self._runtime = CudaProgram(self.ir, self.ptx, self.kernels)
+            self._runtime = CudaProgram(self.ir, self.ptx, self.kernels, self.bounds)
         self._runtime(*args)
 
 

@@ -66,8 +66,10 @@ class _Argument:
 class CudaProgram:
     """A loaded PTX module plus the host function that launches its kernels."""
 
-    def __init__(self, module: Module, ptx: str, kernels: dict[str, LoweredFunction]):
+    def __init__(self, module: Module, ptx: str, kernels: dict[str, LoweredFunction],
+                 bounds: Any = None):
         self.cupy = require_cupy()
+        self.bounds = bounds
         self.module = module
         self.entry = module.entry
         self.kernels = kernels
@@ -106,6 +108,8 @@ class CudaProgram:
     def __call__(self, *args: Any) -> None:
         cp = self.cupy
         buffers, symbols = self._bind(args)
+        if self.bounds is not None and self.bounds.needed:
+            self.bounds.check_symbols(symbols)      # footprints against the shapes, before any launch
         for local in self.entry.locals:
             shape = tuple(d.evaluate(symbols) for d in local.shape)
             buffers[local.name] = _Argument(cp.zeros(shape, dtype=_device_dtype(local.dtype)))

@@ -7,12 +7,16 @@ interpreter against native code, bit for bit):
 
 * :func:`edge_programs` draws one-loop programs ``Y[...] = <expr>`` over
   ``A``, ``B`` (float) or ``I``, ``J`` (int) whose expressions combine
-  ``+ - * /``, ``max``/``min``, ``floor``/``ceil``, ``abs``, ``neg``,
+  ``+ - * /``, ``max``/``min``, ``floor``/``ceil``, floor division, ``abs``, ``neg``,
   selects, integer ``/`` and ``%`` (divisor made non-zero by a select) and
   constants among signed zeros, infinities, NaN, subnormals and the extremes
   of the type; subscripts are ``i``, the reversed ``N - 1 - i`` and the
   constants ``0`` and ``-1 + N``, so a size of zero makes a constant
   subscript out of bounds (a refusal both sides must agree on).
+* :func:`edge_reductions` draws one-loop reductions ``Y[0] = op(Y[0], e)``
+  (``max``/``min``, and ``+``/``*`` on ``i64``, which wrap the same in any
+  order) over the same edge values, for ``mark-parallel{accept_reassociation=true}``
+  against the serial order.
 * :func:`edge_sizes` draws size values including ``0``.
 * :func:`edge_arrays` draws array contents full of the same edge values.
 """
@@ -35,7 +39,7 @@ which both backends do in two's complement)."""
 
 SUBSCRIPTS = ("i", "-1 + N - i", "0", "-1 + N")
 
-__all__ = ["FLOAT_EDGES", "INT_EDGES", "edge_arrays", "edge_programs", "edge_sizes"]
+__all__ = ["FLOAT_EDGES", "INT_EDGES", "edge_arrays", "edge_programs", "edge_reductions", "edge_sizes"]
 
 
 def edge_sizes(max_size: int = 6) -> st.SearchStrategy[int]:
@@ -82,7 +86,7 @@ def _expression(draw: Callable[[st.SearchStrategy[Any]], Any], dtype: str, depth
     a = _expression(draw, dtype, depth - 1)
     b = _expression(draw, dtype, depth - 1)
     ops = ["+", "-", "*", "max", "min", "abs", "neg", "select"]
-    ops += ["/", "%"] if integer else ["/", "floor", "ceil"]
+    ops += ["/", "%"] if integer else ["/", "floor", "ceil", "floordiv"]
     op = draw(st.sampled_from(ops))
     if op in ("+", "-", "*"):
         return f"({a} {op} {b})"
@@ -91,6 +95,8 @@ def _expression(draw: Callable[[st.SearchStrategy[Any]], Any], dtype: str, depth
         return f"({a} {op} select({b} == {zero}, 1, {b}))"
     if op == "/":
         return f"({a} / {b})"
+    if op == "floordiv":             # torch's rounding_mode="floor" over NaN, infinities, zeros
+        return f"floor({a} / {b})"
     if op in ("max", "min"):
         return f"{op}({a}, {b})"
     if op == "select":
@@ -113,5 +119,27 @@ def edge_programs(dtype: str = "f64", max_depth: int = 3) -> st.SearchStrategy[s
         target = draw(st.sampled_from(("i", "-1 + N - i")))
         return (f"func f(Y: {dtype}[N], {names[0]}: {dtype}[N], {names[1]}: {dtype}[N]) {{\n"
                 f"  for i = 0 to N {{\n    S0: Y[{target}] = {expression}\n  }}\n}}\n")
+
+    return draw_program()
+
+
+def edge_reductions(dtype: str = "f64") -> st.SearchStrategy[str]:
+    """IR text of ``func r(Y: T[1], A: T[N])`` whose one loop ``for k = 0 to N``
+    reduces into ``Y[0]`` with an operator whose result does not depend on the
+    order of the updates: ``max``/``min`` (NaN and infinities included; only
+    the sign of a zero result may differ, see docs/ir.md), and for ``i64``
+    also wrapping ``+`` and ``*``. The element is ``A[k]``, ``A[-1 + N - k]``,
+    ``-A[k]`` or ``abs(A[k])``."""
+    if dtype not in ("f32", "f64", "i64"):
+        raise ValueError(f"edge_reductions() takes f32, f64 or i64, not {dtype!r}")
+    operators = ("max", "min", "+", "*") if dtype == "i64" else ("max", "min")
+
+    @st.composite
+    def draw_program(draw: Callable[[st.SearchStrategy[Any]], Any]) -> str:
+        op = draw(st.sampled_from(operators))
+        element = draw(st.sampled_from(("A[k]", "A[-1 + N - k]", "-A[k]", "abs(A[k])")))
+        update = f"Y[0] {op} {element}" if op in ("+", "*") else f"{op}(Y[0], {element})"
+        return (f"func r(Y: {dtype}[1], A: {dtype}[N]) {{\n"
+                f"  for k = 0 to N {{\n    S0: Y[0] = {update}\n  }}\n}}\n")
 
     return draw_program()

@@ -106,3 +106,18 @@ func f(A: f32[N], n: index) {
     assert [entry["kernel"] for entry in fakecupy.RawModule.launches] == ["f_k1"]
     exe(a, 7)
     np.testing.assert_array_equal(a, [2, 2, 2, 2, 2, 3, 3, 2])
+
+
+def test_a_too_small_output_is_refused_before_any_launch(fake_cupy) -> None:
+    # issue 16: the host-side footprint check of the CUDA path (polyir.cpu.bounds)
+    from polyir import BoundsError
+    exe = fake_cupy("func f(B: f32[P, Q], A: f32[N, M]) {\n"
+                    "  for i = 1 to -1 + N {\n    for j = 1 to -1 + M {\n"
+                    "      S0: B[i, j] = A[i - 1, j] + A[i + 1, j] + A[i, j]\n    }\n  }\n}\n")
+    A, small = np.ones((50, 40), np.float32), np.full((5, 5), 7.0, np.float32)
+    with pytest.raises(BoundsError, match="B"):
+        exe(small, A)
+    assert fakecupy.RawModule.launches == [] and bool((small == 7.0).all())
+    big = np.zeros((50, 40), np.float32)
+    exe(big, A)
+    assert len(fakecupy.RawModule.launches) == 1 and big[1:-1, 1:-1].min() == 3.0

@@ -115,3 +115,21 @@ def _check_embedding(model, torch) -> None:
     unchecked = polyir.compile(model, [torch.tensor([1, 2, 3])], check_bounds=False)
     torch.testing.assert_close(unchecked(ids), model(ids))
 
+
+
+CUDA_STENCIL = polyir.parse(
+    "func f(B: f32[P, Q], A: f32[N, M]) {\n"
+    "  for i = 1 to -1 + N {\n    for j = 1 to -1 + M {\n"
+    "      S0: B[i, j] = A[i - 1, j] + A[i + 1, j] + A[i, j]\n    }\n  }\n}\n")
+
+
+def test_cuda_path_checks_footprints_on_the_host_before_any_launch() -> None:
+    # the executable carries the unmapped function's check; the CUDA runtime runs
+    # it on the bound size symbols before allocating locals or launching
+    from polyir.driver import compile_ir
+    executable = compile_ir(CUDA_STENCIL, "cuda")
+    assert executable.bounds is not None and executable.bounds.needed
+    executable.bounds.check_symbols({"N": 50, "M": 40, "P": 50, "Q": 40})
+    with pytest.raises(polyir.BoundsError, match="B"):
+        executable.bounds.check_symbols({"N": 50, "M": 40, "P": 5, "Q": 5})
+    assert compile_ir(CUDA_STENCIL, "cuda", check_bounds=False).bounds is None
