@@ -128,11 +128,18 @@ def _initialise_host() -> None:
 def host_machine(vector_bits: int | None = None) -> llvm.TargetMachine:
     """A new TargetMachine for the host CPU (an MCJIT engine takes ownership of
     one), preferring ``vector_bits``-wide vectors when given (see
-    :func:`vector_width_features`)."""
+    :func:`vector_width_features`).
+
+    Static relocations with the large code model, LLVM's own choice for JIT code
+    on x86-64: MCJIT maps an object's code and data sections separately, and in a
+    process with a big heap they may land more than 2 GiB apart, which the small
+    model's 32-bit PC-relative references cannot reach (LLVM aborted in
+    ``finalize_object``, twice in full test runs). PIC with the large model
+    emits GOT relocations MCJIT does not resolve; static absolute ones it does."""
     features = _STATE["features"] + vector_width_features(vector_bits)
     with llvm_diagnostics("creating the host target machine"):
         return llvm.Target.from_triple(_STATE["triple"]).create_target_machine(
-            cpu=_STATE["cpu"], features=features, opt=3, reloc="pic", codemodel="small")
+            cpu=_STATE["cpu"], features=features, opt=3, reloc="static", codemodel="large")
 
 
 def vector_width_features(vector_bits: int | None) -> str:

@@ -170,7 +170,7 @@ def _serve() -> None:  # the worker's side: only llvmlite and the standard libra
             if machine is None:
                 triple, cpu, features = spec.decode().split("\0")
                 machine = llvm.Target.from_triple(triple).create_target_machine(
-                    cpu=cpu, features=features, opt=3, reloc="pic", codemodel="small")
+                    cpu=cpu, features=features, opt=3, reloc="static", codemodel="large")
                 machines[spec] = machine
             ref = llvm.parse_assembly(text)
             tuning = llvm.create_pipeline_tuning_options(speed_level=speed)
