@@ -101,6 +101,18 @@ def _byte_bounds(array: np.ndarray) -> tuple[int, int]:
     return low, high + array.itemsize
 
 
+OVERLAP_WORK = 1 << 16
+"""Work bound handed to ``np.shares_memory``; past it, arguments count as overlapping."""
+
+
+def _shares_bytes(one: np.ndarray, other: np.ndarray) -> bool:
+    """Whether two arrays whose byte ranges meet share a byte (exact, bounded)."""
+    try:
+        return bool(np.shares_memory(one, other, max_work=OVERLAP_WORK))
+    except np.exceptions.TooHardError:
+        return True
+
+
 def _symbol_value(value: Any, name: str, position: int, fname: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ArgumentError(f"{fname}: argument {position} (symbol '{name}') must be an int, "
@@ -300,9 +312,13 @@ class ArgumentBinder:
     def _check_overlap(self, arrays: Sequence[np.ndarray | None],
                        interfaces: Sequence[dict[str, Any] | None],
                        pointers: Sequence[int]) -> None:
-        """A written argument may share no byte with another argument (byte
-        ranges compared, as ``np.may_share_memory`` does by default)."""
-        ranges: list[tuple[int, int, str, bool]] = []
+        """A written argument may share no byte with another argument.
+
+        Byte ranges are compared first; where two ranges meet, numpy's exact
+        solver (``np.shares_memory``) decides, so interleaved strided views of
+        one array (``C[::2]`` and ``C[1::2]``) are accepted. A case too hard
+        for the solver's work bound counts as overlapping."""
+        ranges: list[tuple[int, int, str, bool, np.ndarray]] = []
         for plan, array, interface, pointer in zip(self.plans, arrays, interfaces, pointers,
                                                    strict=True):
             if plan is None or array is None or interface is None or array.size == 0:
@@ -311,10 +327,11 @@ class ArgumentBinder:
                 low, high = pointer, pointer + array.size * plan.itemsize
             else:
                 low, high = _byte_bounds(array)
-            ranges.append((low, high, plan.param.name, plan.written))
-        for i, (low, high, first, first_written) in enumerate(ranges):
-            for other_low, other_high, second, second_written in ranges[i + 1:]:
-                if (first_written or second_written) and low < other_high and other_low < high:
+            ranges.append((low, high, plan.param.name, plan.written, array))
+        for i, (low, high, first, first_written, one) in enumerate(ranges):
+            for other_low, other_high, second, second_written, other in ranges[i + 1:]:
+                if (first_written or second_written) and low < other_high and other_low < high \
+                        and _shares_bytes(one, other):
                     raise ArgumentError(f"{self.fname}: arguments '{first}' and '{second}' "
                                         f"overlap in memory; native code assumes distinct "
                                         f"buffers")

@@ -117,6 +117,32 @@ func f(C: f64[N, N], A: f64[N, N], B: f64[N, N]) {
     np.testing.assert_array_equal(C, A @ A)
 
 
+def test_interleaved_strided_views_of_one_array_are_not_an_overlap(scale):
+    # issue 16: byte ranges of C[:, ::2] and C[:, 1::2] meet, but no byte is
+    # shared; the exact check accepts them and the result is right.
+    C = np.arange(24, dtype=np.float32).reshape(3, 8)
+    even, odd = C[:, ::2], C[:, 1::2]
+    expected_even = odd * 2 + 1
+    scale(even, odd, 2.0, 1)
+    np.testing.assert_array_equal(C[:, ::2], expected_even)
+    np.testing.assert_array_equal(C[:, 1::2], np.arange(24, dtype=np.float32).reshape(3, 8)[:, 1::2])
+
+
+@pytest.mark.parametrize("views", [
+    lambda C: (C[:, 0:8:2], C[:, 2:10:2]),      # same parity, shifted: shares bytes
+    lambda C: (C[:, 1:9:2], C[:, ::-2][:, ::-1][:, :4]),  # the same bytes through a reversed view
+    lambda C: (C[0:3, 0:4], C.T[0:4, 0:3].T),   # a transposed view onto the same block
+])
+def test_strided_views_sharing_a_byte_are_refused_and_nothing_written(scale, views):
+    C = np.arange(30, dtype=np.float32).reshape(3, 10)
+    before = C.copy()
+    y, x = views(C)
+    assert np.shares_memory(y, x)
+    with pytest.raises(ArgumentError, match="overlap in memory"):
+        scale(y, x, 2.0, 1)
+    np.testing.assert_array_equal(C, before)
+
+
 @pytest.mark.parametrize("text, construct", [
     ("""
 kernel k(A: f32[N]) {
