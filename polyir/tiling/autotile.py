@@ -257,6 +257,11 @@ def auto_tile_function(function: Function, target: Target, remark: Remark,
     """``function`` with every band tiled by the plan the cost model chooses
     (see the module docstring); ``remark(where, why, kind)`` hears every
     decision. Returns ``function`` itself when no plan applies."""
+    from polyir.tiling.spill import spill_for_tiling
+    function = spill_for_tiling(
+        function, lambda f, band: [p.kind for p in candidate_plans(f, band, target, gemm_work,
+                                                                   register_work, parallel)],
+        remark)
     deps_cache: dict[int, Dependences] = {}
     for chain in find_bands(function):
         head = chain[0].var
