@@ -81,6 +81,7 @@ from polyir.tiling.sizes import gemm_sizes, lanes, reduction_jam, register_tile
 from polyir.tiling.split import split_tiles
 from polyir.tiling.tile import tile_band
 from polyir.tiling.unroll_jam import unroll_jam
+from polyir.tiling.widen import widen_function
 
 Remark = Callable[[str, str, str], None]
 """``remark(where, why, kind)``."""
@@ -253,10 +254,14 @@ def prove(deps: Dependences, result: Function, index: int, origins: dict[str, Or
 
 def auto_tile_function(function: Function, target: Target, remark: Remark,
                        gemm_work: int = 1 << 21, register_work: int = 1 << 15,
-                       parallel: bool = False) -> Function:
+                       parallel: bool = False, widen: bool = True) -> Function:
     """``function`` with every band tiled by the plan the cost model chooses
     (see the module docstring); ``remark(where, why, kind)`` hears every
-    decision. Returns ``function`` itself when no plan applies."""
+    decision. With ``widen``, fused reductions' scalar accumulators are first
+    widened to tiles (``polyir.tiling.widen.widen_function``). Returns
+    ``function`` itself when no plan applies."""
+    if widen:
+        function = widen_function(function, target, remark, reduction_jam(target, 1))
     deps_cache: dict[int, Dependences] = {}
     for chain in find_bands(function):
         head = chain[0].var
