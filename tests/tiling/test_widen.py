@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import polyir
 import polyir.target
@@ -143,3 +144,30 @@ def test_widening_preserves_or_refuses_on_random_fused_programs(module: Module) 
         assert_preserves_or_refuses(
             lambda m: transform(m, "fuse,shrink-buffers,auto-tile{gemm_work=0 register_work=0}",
                                 ctx=PassContext(TINY)), module, parallel_order=order)
+
+
+EPILOGUES = ["O[co, h, w]", "O[0, h, w]", "I[0, h, w]", "O[co, 0, w]", "I[ci_last, h, 0]"]
+READS = ["I[ci, h + kh - 1, w + kw - 1]", "O[ci, h + kh - 1, w + kw - 1]", "I[ci, h, w]"]
+
+
+@settings(max_examples=examples(12), deadline=None)
+@given(st.integers(1, 9), st.integers(0, 2), st.integers(1, 3), st.integers(1, 6),
+       st.sampled_from(EPILOGUES), st.sampled_from(READS), st.booleans())
+def test_widening_preserves_or_refuses_on_fused_reduction_variants(co: int, lo: int, h: int, w: int,
+                                                                   epilogue: str, read: str,
+                                                                   start_from_output: bool) -> None:
+    """Fused reductions whose epilogue may write what later sums read, or what
+    other channels write: each is widened and exact, or left as it was."""
+    text = FUSED.replace("S3: O[co, h, w]", f"S3: {epilogue}") \
+        .replace("I[ci, h + kh - 1, w + kw - 1]", read).replace("ci_last", "CI - 1")
+    if start_from_output:
+        text = text.replace("S0: acc[] = 0.0", "S0: acc[] = O[co, h, w]")
+    channels = max(co + lo, 2)
+    text = text.replace("func conv(O: f32[CO, H, W], I: f32[CI, H, W]",
+                        "func conv(O: f32[NO, H, W], I: f32[NO, H, W]")
+    text = text.replace("LO", str(lo)).replace("CO", str(co + lo)).replace("NO", str(channels)) \
+        .replace("CI", "2").replace("H", str(h)).replace("W", str(w))
+    module = polyir.parse(text)
+    for order in ("forward", "shuffle"):
+        assert_preserves_or_refuses(lambda m: transform(m, "auto-tile", ctx=PassContext(AVX2)), module,
+                                    parallel_order=order)
