@@ -9,7 +9,9 @@ of scalar adds over a short kernel window, and no tiling plan applies.
 
 :func:`widen_band` strip-mines one outer band loop ``b`` (the loop a loaded
 operand does not use while another does: a convolution's output channel) by
-``factor`` into ``b_t`` (outside) and ``b_r``, and distributes the loops
+``factor`` (halved until it divides the trip count, down to 1: then the
+tile is one row and no channels are jammed) into ``b_t`` (outside) and
+``b_r``, and distributes the loops
 ``b_r, p_n`` over the three parts of the body, the scalars shared by two
 parts expanded to a ``factor x extent(p_n)`` tile (a loop-scoped local of the
 innermost remaining outer loop)::
@@ -129,7 +131,7 @@ def widen_band(function: Function, chain: Sequence[For], factor: int
         raise WidenRefused(f"loop '{inner.var}' declares no scalar locals only")
     parts = _parts(inner.body)
     nest = next(p[0] for p in parts if isinstance(p[0], For))
-    stmt = _reduction(nest, scalars)  # type: ignore[arg-type]
+    stmt = _reduction(nest, scalars)
     extent = trip_count(inner)
     if inner.step != 1 or extent is None:
         raise WidenRefused(f"loop '{inner.var}' has no constant trip count")
@@ -143,8 +145,6 @@ def widen_band(function: Function, chain: Sequence[For], factor: int
     count = trip_count(block) or 0
     while factor > 1 and count % factor:
         factor //= 2
-    if factor < 2:
-        raise WidenRefused(f"loop '{var}' ({count} iterations) has no block of 2 or more")
     if factor * extent * ELEMENT_BYTES[dtype] > TILE_BYTES:
         raise WidenRefused(f"a {factor} x {extent} accumulator tile exceeds {TILE_BYTES} bytes")
     band_vars = {loop.var for loop in chain}
@@ -175,15 +175,12 @@ def widen_band(function: Function, chain: Sequence[For], factor: int
         new_parts.append(For(point, (Aff.const(0),), (Aff.const(factor),), (columns,)))
     tiles = tuple(Buffer(b.name, b.dtype, (Aff.const(factor), Aff.const(extent)), b.space)
                   for b in inner.locals if b.name in shared)
-    outer = [loop for loop in chain[:-1]]
-    rebuilt: Node = replace(outer[-1], body=tuple(new_parts), locals=outer[-1].locals + tiles)
-    if outer[-1].var == var:
-        rebuilt = replace(rebuilt, var=tile_var, lower=(Aff.const(0),), upper=(Aff.const(count // factor),),
-                          step=1)
+    tile_loop = {"var": tile_var, "lower": (Aff.const(0),), "upper": (Aff.const(count // factor),),
+                 "step": 1}
+    outer = [replace(loop, **tile_loop) if loop.var == var else loop  # type: ignore[arg-type]
+             for loop in chain[:-1]]
+    rebuilt = replace(outer[-1], body=tuple(new_parts), locals=outer[-1].locals + tiles)
     for loop in reversed(outer[:-1]):
-        if loop.var == var:
-            loop = replace(loop, var=tile_var, lower=(Aff.const(0),), upper=(Aff.const(count // factor),),
-                           step=1)
         rebuilt = replace(loop, body=(rebuilt,))
     return replace_node(function, chain[0], [rebuilt]), origins, var
 

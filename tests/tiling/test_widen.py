@@ -62,7 +62,7 @@ def test_fused_conv_epilogue_is_widened_and_gets_the_direct_plan(co: int, h: int
     result = transform(module, "auto-tile", ctx=ctx)
     applied = [r.why for r in ctx.remarks_of("auto-tile", "applied")]
     assert any("widened to a tile" in why for why in applied), applied
-    assert any("unroll-jam{loops=co_r" in why and f"loop w_" in why for why in applied), applied
+    assert any("unroll-jam{loops=co_r" in why and "loop w_" in why for why in applied), applied
     # a tile of accumulators, a loop-scoped local of the row loop
     (h_loop,) = [loop for loop in _loops(result) if loop.var == "h"]
     tiles = [b for b in h_loop.locals if b.name == "acc"]
@@ -76,6 +76,18 @@ def test_fused_conv_epilogue_is_widened_and_gets_the_direct_plan(co: int, h: int
                      isinstance(n, For) for n in walk_nodes(loop.body))]
     assert innermost and all(loop.var.startswith("w") for loop in innermost)
     # exact: each sum in its original order
+    assert_equivalent(module, result, trials=2, rtol=0, atol=0)
+
+
+def test_an_odd_channel_count_widens_one_row_of_accumulators() -> None:
+    module = _fused(5, 3, 12)
+    ctx = PassContext(AVX2)
+    result = transform(module, "auto-tile", ctx=ctx)
+    applied = [r.why for r in ctx.remarks_of("auto-tile", "applied")]
+    assert any("widened to a tile" in why for why in applied), applied
+    assert any("loop w_" in why and "innermost" in why for why in applied), applied
+    (h_loop,) = [loop for loop in _loops(result) if loop.var == "h"]
+    assert [(b.name, [d.constant for d in b.shape]) for b in h_loop.locals] == [("acc", [1, 12])]
     assert_equivalent(module, result, trials=2, rtol=0, atol=0)
 
 
