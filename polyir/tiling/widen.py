@@ -9,8 +9,8 @@ of scalar adds over a short kernel window, and no tiling plan applies.
 
 :func:`widen_band` strip-mines one outer band loop ``b`` (the loop a loaded
 operand does not use while another does: a convolution's output channel) by
-``factor`` (halved until it divides the trip count, down to 1: then the
-tile is one row and no channels are jammed) into ``b_t`` (outside) and
+``factor`` (halved until it divides the trip count; with no such loop, or no block of
+2 or more, nothing is strip-mined and the tile is one row along ``p_n``) into ``b_t`` (outside) and
 ``b_r``, and distributes the loops
 ``b_r, p_n`` over the three parts of the body, the scalars shared by two
 parts expanded to a ``factor x extent(p_n)`` tile (a loop-scoped local of the
@@ -119,9 +119,11 @@ def _unit_last(load: Load, var: str) -> bool:
 
 
 def widen_band(function: Function, chain: Sequence[For], factor: int
-               ) -> tuple[Function, dict[str, Origin], str]:
+               ) -> tuple[Function, dict[str, Origin], str | None]:
     """``function`` with the band ``chain`` widened (see the module docstring);
-    the origins of its statements and the strip-mined loop. Raises
+    the origins of its statements and the strip-mined loop (``None``: no outer
+    loop gives a loaded value several accumulators, or none has a block of 2
+    or more; then the tile is one row along the innermost loop). Raises
     :class:`WidenRefused` (saying why) when the band does not fit."""
     inner = chain[-1]
     if len(chain) < 2:
@@ -139,12 +141,13 @@ def widen_band(function: Function, chain: Sequence[For], factor: int
     if dtype not in ELEMENT_BYTES:
         raise WidenRefused(f"the accumulator {stmt.buffer} is not f32 or f64")
     var = block_loop(chain, stmt)
-    if var is None:
-        raise WidenRefused("no outer band loop gives a loaded value several accumulators")
-    block = next(loop for loop in chain if loop.var == var)
-    count = trip_count(block) or 0
-    while factor > 1 and count % factor:
-        factor //= 2
+    count = 0
+    if var is not None:
+        count = trip_count(next(loop for loop in chain if loop.var == var)) or 0
+        while factor > 1 and count % factor:
+            factor //= 2
+    if var is None or factor == 1:
+        var, factor = None, 1  # one row of accumulators along the innermost loop
     if factor * extent * ELEMENT_BYTES[dtype] > TILE_BYTES:
         raise WidenRefused(f"a {factor} x {extent} accumulator tile exceeds {TILE_BYTES} bytes")
     band_vars = {loop.var for loop in chain}
@@ -157,24 +160,29 @@ def widen_band(function: Function, chain: Sequence[For], factor: int
         raise WidenRefused(f"the accumulator {stmt.buffer} is used by the reduction nest alone")
 
     taken = names_in(function)
-    tile_var, point_base = claim_name(f"{var}_t", taken), f"{var}_r"
-    lower = block.lower[0]
+    tile_var = claim_name(f"{var}_t", taken) if var is not None else ""
     origins: dict[str, Origin] = {}
     new_parts: list[Node] = []
     for part in parts:
-        point, column = claim_name(point_base, taken), claim_name(inner.var, taken)
-        value = lower + Aff.var(tile_var) * factor + Aff.var(point)
-        body = substitute(part, {var: value, inner.var: Aff.var(column)})
-        index = (Aff.var(point), Aff.var(column) - inner.lower[0])
-        body = _widen_accesses(body, shared, index)
+        column = claim_name(inner.var, taken)
+        values = {inner.var: Aff.var(column)}
+        index: tuple[Aff, ...] = (Aff.var(column) - inner.lower[0],)
+        if var is not None:
+            point = claim_name(f"{var}_r", taken)
+            block = next(loop for loop in chain if loop.var == var)
+            values[var] = block.lower[0] + Aff.var(tile_var) * factor + Aff.var(point)
+            index = (Aff.var(point),) + index
+        body = _widen_accesses(substitute(part, values), shared, index)
         for node in walk_nodes(body):
             if isinstance(node, Assign):
-                origins[node.name] = Origin.of(node.name, {var: value, inner.var: Aff.var(column)})
+                origins[node.name] = Origin.of(node.name, values)
         own = tuple(b for b in inner.locals if b.name not in shared and _touches(part, b.name))
-        columns = replace(inner, var=column, body=body, locals=own)
-        new_parts.append(For(point, (Aff.const(0),), (Aff.const(factor),), (columns,)))
-    tiles = tuple(Buffer(b.name, b.dtype, (Aff.const(factor), Aff.const(extent)), b.space)
-                  for b in inner.locals if b.name in shared)
+        columns: Node = replace(inner, var=column, body=body, locals=own)
+        if var is not None:
+            columns = For(point, (Aff.const(0),), (Aff.const(factor),), (columns,))
+        new_parts.append(columns)
+    shape = ((Aff.const(factor),) if var is not None else ()) + (Aff.const(extent),)
+    tiles = tuple(Buffer(b.name, b.dtype, shape, b.space) for b in inner.locals if b.name in shared)
     tile_loop = {"var": tile_var, "lower": (Aff.const(0),), "upper": (Aff.const(count // factor),),
                  "step": 1}
     outer = [replace(loop, **tile_loop) if loop.var == var else loop  # type: ignore[arg-type]
@@ -185,7 +193,7 @@ def widen_band(function: Function, chain: Sequence[For], factor: int
     return replace_node(function, chain[0], [rebuilt]), origins, var
 
 
-def _widen_accesses(nodes: tuple[Node, ...], shared: set[str], index: tuple[Aff, Aff]
+def _widen_accesses(nodes: tuple[Node, ...], shared: set[str], index: tuple[Aff, ...]
                     ) -> tuple[Node, ...]:
     def load(ld: Load) -> Load:
         return Load(ld.buffer, index) if ld.buffer in shared else ld
@@ -228,8 +236,9 @@ def widen_function(function: Function, target: Target, remark: Remark, factor: i
         except (PolyirError, NotPolyhedral, ValueError) as error:
             remark(where, f"accumulators not widened: {error}", "missed")
             continue
-        remark(where, f"scalar accumulators of loop '{inner.var}' widened to a tile: loop {var} "
-                      f"blocked, the reduction and its epilogue distributed over the tile", "applied")
+        block = f"loop {var} blocked" if var is not None else "one row, no loop blocked"
+        remark(where, f"scalar accumulators of loop '{inner.var}' widened to a tile ({block}); the "
+                      f"reduction and its epilogue distributed over the tile", "applied")
         function = result
     return function
 

@@ -87,7 +87,7 @@ def test_an_odd_channel_count_widens_one_row_of_accumulators() -> None:
     assert any("widened to a tile" in why for why in applied), applied
     assert any("loop w_" in why and "innermost" in why for why in applied), applied
     (h_loop,) = [loop for loop in _loops(result) if loop.var == "h"]
-    assert [(b.name, [d.constant for d in b.shape]) for b in h_loop.locals] == [("acc", [1, 12])]
+    assert [(b.name, [d.constant for d in b.shape]) for b in h_loop.locals] == [("acc", [12])]
     assert_equivalent(module, result, trials=2, rtol=0, atol=0)
 
 
@@ -183,3 +183,17 @@ def test_widening_preserves_or_refuses_on_fused_reduction_variants(co: int, lo: 
     for order in ("forward", "shuffle"):
         assert_preserves_or_refuses(lambda m: transform(m, "auto-tile", ctx=PassContext(AVX2)), module,
                                     parallel_order=order)
+
+
+def test_torch_depthwise_conv_with_fused_epilogue_widens_one_row_and_matches_eager() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=False),
+                                torch.nn.SiLU()).eval()
+    x = torch.randn(1, 8, 6, 20)
+    with torch.no_grad():
+        expected = model(x)
+        compiled = polyir.compile(model, (x,), target=polyir.target.cpu(1))
+        got = compiled(x)
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+    remarks = compiled.summary()["remarks"]
+    assert any("widened to a tile (one row" in r for r in remarks), remarks
