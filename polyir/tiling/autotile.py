@@ -4,6 +4,10 @@ apply it, prove it (policy; the mechanisms are ``tile.py`` and its siblings).
 For every band (a maximal chain of perfectly nested loops, after fusion and
 distribution) of every host function:
 
+0. a band whose innermost body is a reduction into a scalar local followed
+   by its epilogue (a convolution fused with batch norm and ReLU) first has
+   the accumulator widened to a tile (``widen.widen_function``, proven), so
+   that the plans below see the reduction as a perfect band;
 1. a matrix-product-like band (``levels.contraction_roles``) with a
    rectangular iteration space and one reduction loop gets BLIS's plan
    (``levels.gemm_plan``, sizes from ``sizes.gemm_sizes``); a smaller one,
