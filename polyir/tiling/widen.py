@@ -40,7 +40,7 @@ from polyir.errors import PolyirError
 from polyir.ir.affine import Aff
 from polyir.ir.names import claim_name, names_in
 from polyir.ir.nodes import Assign, Buffer, For, Function, If, Load, Node
-from polyir.ir.walk import map_loads, substitute, walk_nodes
+from polyir.ir.walk import loads, map_loads, substitute, walk_nodes
 from polyir.polyhedral.extract import NotPolyhedral, affine_index, expr_loads, reduction_of
 from polyir.polyhedral.legality import Origin, check_rewrite
 from polyir.target import Target
@@ -156,6 +156,10 @@ def widen_band(function: Function, chain: Sequence[For], factor: int
             if set(bound.variables()) & band_vars:
                 raise WidenRefused(f"loop '{loop.var}' has bounds that use band loops")
     shared = {name for name in scalars if sum(_touches(p, name) for p in parts) > 1}
+    visible = {b.name for b in function.locals} | {p.name for p in function.params} \
+        | {b.name for loop in chain[:-1] for b in loop.locals}
+    if shared & visible:
+        raise WidenRefused(f"a tile named {sorted(shared & visible)[0]} would shadow a buffer")
     if stmt.buffer not in shared:
         raise WidenRefused(f"the accumulator {stmt.buffer} is used by the reduction nest alone")
 
@@ -200,6 +204,9 @@ def _widen_accesses(nodes: tuple[Node, ...], shared: set[str], index: tuple[Aff,
 
     def visit(node: Node) -> Node:
         if isinstance(node, Assign):
+            if any(ld.buffer in shared for i in node.indices if not isinstance(i, Aff)
+                   for ld in loads(i)):
+                raise WidenRefused(f"statement {node.name} indexes with a value of an accumulator")
             indices = index if node.buffer in shared else node.indices
             return replace(node, indices=indices, value=map_loads(node.value, load))
         if isinstance(node, For):
