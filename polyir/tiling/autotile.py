@@ -4,6 +4,10 @@ apply it, prove it (policy; the mechanisms are ``tile.py`` and its siblings).
 For every band (a maximal chain of perfectly nested loops, after fusion and
 distribution) of every host function:
 
+0. a band whose innermost body is a reduction into a scalar local followed
+   by its epilogue (a convolution fused with batch norm and ReLU) first has
+   the accumulator widened to a tile (``widen.widen_function``, proven), so
+   that the plans below see the reduction as a perfect band;
 1. a matrix-product-like band (``levels.contraction_roles``) with a
    rectangular iteration space and one reduction loop gets BLIS's plan
    (``levels.gemm_plan``, sizes from ``sizes.gemm_sizes``); a smaller one,
@@ -81,6 +85,7 @@ from polyir.tiling.sizes import gemm_sizes, lanes, reduction_jam, register_tile
 from polyir.tiling.split import split_tiles
 from polyir.tiling.tile import tile_band
 from polyir.tiling.unroll_jam import unroll_jam
+from polyir.tiling.widen import widen_function
 
 Remark = Callable[[str, str, str], None]
 """``remark(where, why, kind)``."""
@@ -253,15 +258,21 @@ def prove(deps: Dependences, result: Function, index: int, origins: dict[str, Or
 
 def auto_tile_function(function: Function, target: Target, remark: Remark,
                        gemm_work: int = 1 << 21, register_work: int = 1 << 15,
-                       parallel: bool = False) -> Function:
+                       parallel: bool = False, widen: bool = True) -> Function:
     """``function`` with every band tiled by the plan the cost model chooses
     (see the module docstring); ``remark(where, why, kind)`` hears every
-    decision. Returns ``function`` itself when no plan applies."""
-    from polyir.tiling.spill import spill_for_tiling
-    function = spill_for_tiling(
-        function, lambda f, band: [p.kind for p in candidate_plans(f, band, target, gemm_work,
-                                                                   register_work, parallel)],
-        remark)
+    decision. With ``widen``, fused reductions' scalar accumulators are first
+    widened to tiles (``polyir.tiling.widen.widen_function``); the fused matrix
+    products' that remain are spilled into their output cells where the
+    reduction then gets a plan (``polyir.tiling.spill``). Returns
+    ``function`` itself when no plan applies."""
+    if widen:
+        from polyir.tiling.spill import spill_for_tiling
+        function = widen_function(function, target, remark, reduction_jam(target, 1))
+        function = spill_for_tiling(
+            function, lambda f, band: [p.kind for p in candidate_plans(f, band, target, gemm_work,
+                                                                       register_work, parallel)],
+            remark)
     deps_cache: dict[int, Dependences] = {}
     for chain in find_bands(function):
         head = chain[0].var

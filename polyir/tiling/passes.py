@@ -216,11 +216,17 @@ class AutoTile:
     core, ``Target.cores``): mark the row-block loop of BLIS's plan
     ``parallel`` (and size the row blocks per core), so that the OpenMP
     runtime runs the row blocks on the cores, each with its own packed block
-    and the same micro-kernel; ``parallel=false`` keeps every loop serial."""
+    and the same micro-kernel; ``parallel=false`` keeps every loop serial.
+    ``widen`` (on by default): a fused reduction's scalar accumulator with its
+    epilogue (a convolution with batch norm and ReLU fused at full depth) is
+    first widened back to a tile of accumulators (``polyir.tiling.widen``), so
+    that the direct-convolution or register plan applies; ``widen=false``
+    leaves such bands as they are."""
 
     gemm_work: int = 1 << 21
     register_work: int = 1 << 15
     parallel: bool = True
+    widen: bool = True
 
     def run(self, module: Module, ctx: PassContext) -> Module:
         from polyir.tiling.autotile import auto_tile_function
@@ -238,7 +244,7 @@ class AutoTile:
                 ctx.remark("auto-tile", where, why, kind)
 
             functions.append(auto_tile_function(function, ctx.target, remark, self.gemm_work,
-                                                self.register_work, self.parallel))
+                                                self.register_work, self.parallel, self.widen))
         if all(a is b for a, b in zip(functions, module.functions, strict=True)):
             return module
         return Module(tuple(functions))
