@@ -65,9 +65,11 @@ from polyir.tiling.interchange import interchange_band
 from polyir.tiling.levels import (
     Contraction,
     contraction_roles,
+    column_operand_strided,
     gemm_plan,
     jam_plan,
     order_plan,
+    packed_register_plan,
     reduction_chains,
     register_plan,
     reuse_loop,
@@ -76,10 +78,11 @@ from polyir.tiling.levels import (
     unit_stride_order,
     work,
 )
-from polyir.tiling.passes import Copies, Interchange, SplitTiles, Tile, UnrollJam
+from polyir.tiling.passes import Copies, Interchange, Pack, SplitTiles, Tile, UnrollJam
 from polyir.tiling.sizes import gemm_sizes, lanes, reduction_jam, register_tile
 from polyir.tiling.split import split_tiles
 from polyir.tiling.tile import tile_band
+from polyir.tiling.transpack import pack_operand
 from polyir.tiling.unroll_jam import unroll_jam
 
 Remark = Callable[[str, str, str], None]
@@ -185,6 +188,11 @@ def _contraction_plans(function: Function, c: Contraction, target: Target, gemm_
                               (blocks.names[0], c.i)))
     if amount is None or amount >= register_work:
         tile = register_tile(target, c.element_bytes, m, n)
+        # the packed panel is read by every row tile: worth a copy from two on
+        if column_operand_strided(c) and (m is None or m >= 2 * tile.mr):
+            plans.append(TilePlan(c.band, "register", packed_register_plan(c, tile, set(taken)),
+                                  f"register tile ({roles}): Mr x Nr = {tile}, column operand "
+                                  f"{c.right} packed transposed per column tile"))
         plans.append(TilePlan(c.band, "register", register_plan(c, tile, set(taken)),
                               f"register tile ({roles}): Mr x Nr = {tile}"))
     return plans
@@ -210,6 +218,10 @@ def apply_steps(function: Function, steps: Sequence[object]
                 function, made = copy_buffer(function, step.at, buffer, step.blocks or None,
                                              step.order, name, check=False)
                 copies.update(made)
+        elif isinstance(step, Pack):
+            function, made = pack_operand(function, step.at, step.buffer, step.along, step.order,
+                                          step.name or None, check=False)
+            copies.update(made)
         elif isinstance(step, SplitTiles):
             function, new = split_tiles(function, step.at, step.loops, check=False)
         elif isinstance(step, UnrollJam):

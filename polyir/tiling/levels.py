@@ -20,6 +20,9 @@ Plans are data: tuples of pass instances (``Tile``, ``Interchange``,
   of the register tile unrolled;
 * :func:`register_plan`: the register tile alone (small products, several
   reduction loops);
+* :func:`packed_register_plan`: the register tile with a column operand
+  that walks memory with a stride along ``j`` packed transposed per column
+  tile (``pack``), reused by every row tile;
 * :func:`order_plan`: an interchange giving the innermost loop unit-stride
   accesses;
 * :func:`jam_plan`: an innermost reduction loop (a matrix-vector product's
@@ -35,7 +38,7 @@ from dataclasses import dataclass
 from polyir.ir.nodes import Assign, For, Function, If, Load
 from polyir.ir.types import DType
 from polyir.polyhedral.extract import affine_index, expr_loads, reduction_of
-from polyir.tiling.passes import Copies, Interchange, SplitTiles, Tile, UnrollJam
+from polyir.tiling.passes import Copies, Interchange, Pack, SplitTiles, Tile, UnrollJam
 from polyir.tiling.sizes import GemmSizes, RegisterTile
 
 ELEMENT_BYTES = {DType.F32: 4, DType.F64: 8}
@@ -199,6 +202,36 @@ def register_plan(c: Contraction, tile: RegisterTile, taken: set[str]) -> tuple[
         Interchange((ir, jr, c.i, c.j) + c.k, (ir, jr) + c.k + (c.i, c.j)),
         Copies(jr, (c.output,)),
         SplitTiles(jr, (c.i, c.j)),
+        UnrollJam((c.i,), (tile.mr,), 0),
+    ]
+    return tuple(steps)
+
+
+def column_operand_strided(c: Contraction) -> bool:
+    """Does the column operand walk memory with a stride along ``j`` (``j`` not
+    in its last subscript: ``syrk``'s ``A[j, k]``)? The register tile's
+    vectorised loop ``j`` then gathers it unless it is packed transposed."""
+    return c.right is not None and c.right_order != tuple(range(len(c.right_order))) \
+        and c.right_order[-1] != len(c.right_order) - 1
+
+
+def packed_register_plan(c: Contraction, tile: RegisterTile, taken: set[str]) -> tuple[object, ...]:
+    """The register tile with the column operand packed transposed: ``j_r``
+    outermost, the ``Nr`` columns of the right operand that one ``j_r`` reads
+    copied (``pack``) into a local laid out with ``j`` last, so the
+    vectorised ``j`` loop reads it with unit stride; every row tile ``i_r``
+    inside reuses the panel. Accumulators, split and unroll as in
+    :func:`register_plan`."""
+    assert c.right is not None
+    order = list(c.batch) + [c.j, c.i] + list(c.k)
+    steps: list[object] = [Interchange(tuple(c.band), tuple(order))] if order != list(c.band) else []
+    ir, jr = _fresh(f"{c.i}_r", taken), _fresh(f"{c.j}_r", taken)
+    steps += [
+        Tile((c.j, c.i), (tile.nr, tile.mr), (jr, ir)),
+        Interchange((jr, ir, c.j, c.i) + c.k, (jr, ir) + c.k + (c.i, c.j)),
+        Pack(jr, c.right, c.j, c.right_order),
+        Copies(ir, (c.output,)),
+        SplitTiles(ir, (c.i, c.j)),
         UnrollJam((c.i,), (tile.mr,), 0),
     ]
     return tuple(steps)
