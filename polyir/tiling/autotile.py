@@ -63,12 +63,14 @@ from polyir.tiling.bands import nest_dependences, nest_function, nest_of, perfec
 from polyir.tiling.copies import copy_buffer
 from polyir.tiling.interchange import interchange_band
 from polyir.tiling.levels import (
+    ELEMENT_BYTES,
     Contraction,
     contraction_roles,
     column_operand_strided,
     gemm_plan,
     jam_plan,
     order_plan,
+    packed_rows_plan,
     packed_register_plan,
     reduction_chains,
     register_plan,
@@ -162,12 +164,41 @@ def candidate_plans(function: Function, chain: Sequence[For], target: Target,
     plans += [p for p in orders if not strided_along(chain, p.band_order[-1])]
     rows = reduction_chains(function, chain)
     if rows is not None:
+        packed = _packed_rows(function, chain, rows, target)
+        if packed is not None:
+            plans.append(packed)
         factor = reduction_jam(target, len(chain[-1].body))
         plans.append(TilePlan(band, "jam", jam_plan(rows, factor),
                               f"reduction along {chain[-1].var}: loop {rows} unrolled by {factor} "
                               f"and jammed ({factor} independent sums per statement)"))
     plans += [p for p in orders if strided_along(chain, p.band_order[-1])]
     return plans
+
+
+def _packed_rows(function: Function, chain: Sequence[For], rows: str, target: Target
+                 ) -> TilePlan | None:
+    """The row sums vectorised across ``PACK_ROW_VECTORS`` vectors of rows with
+    the column-walking reads packed transposed (``levels.packed_rows_plan``),
+    when the rows are at least two such tiles (or unknown) and the elements
+    are f32/f64."""
+    buffer = function.buffers.get(chain[-1].body[0].buffer)  # type: ignore[union-attr]
+    if buffer is None or buffer.dtype not in ELEMENT_BYTES:
+        return None
+    tile = PACK_ROW_VECTORS * lanes(target, ELEMENT_BYTES[buffer.dtype])
+    extent = trip_count(_band_loop(chain, rows))
+    if extent is not None and extent < 2 * tile:
+        return None
+    steps = packed_rows_plan(function, chain, rows, tile)
+    if steps is None:
+        return None
+    band = tuple(loop.var for loop in chain)
+    return TilePlan(band, "rows", steps,
+                    f"reduction along {chain[-1].var} vectorised across {tile} rows of {rows} "
+                    f"(each sum in its order), column reads packed transposed")
+
+
+PACK_ROW_VECTORS = 2
+"""Vectors of rows in a packed row tile (:func:`_packed_rows`)."""
 
 
 def _contraction_plans(function: Function, c: Contraction, target: Target, gemm_work: int,
@@ -220,7 +251,7 @@ def apply_steps(function: Function, steps: Sequence[object]
                 copies.update(made)
         elif isinstance(step, Pack):
             function, made = pack_operand(function, step.at, step.buffer, step.along, step.order,
-                                          step.name or None, check=False)
+                                          step.name or None, check=False, write_order=True)
             copies.update(made)
         elif isinstance(step, SplitTiles):
             function, new = split_tiles(function, step.at, step.loops, check=False)

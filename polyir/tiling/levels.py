@@ -374,6 +374,65 @@ def reuse_loop(function: Function, chain: Sequence[For], order: Sequence[str]) -
     return None
 
 
+def strided_reads(function: Function, chain: Sequence[For], var: str
+                  ) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """The buffers the band's innermost statements read walking a non-last
+    dimension with loop ``var`` (a column of a row-major matrix) and never
+    write in the band, each with the permutation putting that dimension last
+    (its packed, transposed layout); empty when a subscript is not affine."""
+    stmts = _statements(chain[-1].body)
+    written = {stmt.buffer for stmt in stmts}
+    found: dict[str, tuple[int, ...]] = {}
+    for stmt in stmts:
+        for load in expr_loads(stmt.value):
+            if load.buffer in written or load.buffer in found or len(load.indices) < 2:
+                continue
+            affs = [affine_index(x) for x in load.indices]
+            if any(a is None for a in affs):
+                return ()
+            used = [d for d, a in enumerate(affs) if a is not None and var in a.variables()]
+            if used and used[-1] != len(affs) - 1 and function.buffers.get(load.buffer) is not None:
+                found[load.buffer] = _order_last(load.indices, var)
+    return tuple(found.items())
+
+
+def packed_rows_plan(function: Function, chain: Sequence[For], rows: str, rows_tile: int
+                     ) -> tuple[object, ...] | None:
+    """Row sums (:func:`reduction_chains`: each row's sum along the innermost
+    loop a chain that must keep its order) vectorised across rows instead:
+    loop ``rows`` tiled by ``rows_tile`` (a multiple of the vector lanes) and
+    moved innermost, so each element's sum still runs in its order while a
+    vector holds ``rows_tile`` of them; the reads walking a column with
+    ``rows`` (:func:`strided_reads`) packed transposed per row tile
+    (``pack``), the sums of the row tile kept in a local, full tiles split.
+    ``None`` when no read needs the packing (the plain order plans cover it)."""
+    band = [loop.var for loop in chain]
+    packed = strided_reads(function, chain, rows)
+    if not packed:
+        return None
+    taken = set(names_in_function(function))
+    tile_var = _fresh(f"{rows}_p", taken)
+    below = band[band.index(rows):]
+    order = [v for v in below if v != rows] + [rows]
+    steps: list[object] = [Tile((rows,), (rows_tile,), (tile_var,)),
+                           Interchange(tuple(below), tuple(order))]
+    steps += [Pack(tile_var, buffer, rows, permutation) for buffer, permutation in packed]
+    outputs = []
+    for stmt in _statements(chain[-1].body):
+        used = _vars(stmt.indices)
+        if rows in used and chain[-1].var not in used and stmt.buffer not in outputs:
+            outputs.append(stmt.buffer)
+    if outputs:
+        steps.append(Copies(tile_var, tuple(outputs)))
+    steps.append(SplitTiles(tile_var, (rows,)))
+    return tuple(steps)
+
+
+def names_in_function(function: Function) -> set[str]:
+    from polyir.ir.names import names_in
+    return names_in(function)
+
+
 def jam_plan(var: str, factor: int) -> tuple[object, ...]:
     """Unroll ``var`` by ``factor`` and jam the copies into the innermost loop:
     ``factor`` independent accumulations per statement."""
@@ -396,5 +455,6 @@ def work(c: Contraction) -> int | None:
 
 
 __all__ = ["Contraction", "contraction_roles", "gemm_plan", "register_plan", "order_plan",
-           "jam_plan", "reduction_chains", "reuse_loop", "strided_along",
+           "jam_plan", "reduction_chains", "packed_register_plan", "packed_rows_plan",
+           "strided_reads", "column_operand_strided", "reuse_loop", "strided_along",
            "unit_stride_order", "stride_score", "trip_count", "work", "ELEMENT_BYTES"]

@@ -207,8 +207,8 @@ class Copies:
 @register_pass("pack")
 @dataclass(frozen=True)
 class Pack:
-    """Copy the elements that the reads of ``buffer`` using loop ``along``
-    touch below one iteration of loop ``at`` into a loop-scoped local of
+    """Copy the elements that the reads of ``buffer`` walking it with a stride
+    along loop ``along`` touch below one iteration of loop ``at`` into a loop-scoped local of
     ``at`` laid out in ``order`` (``1,0``: transposed), and redirect those
     reads only (``polyir.tiling.transpack``): a column operand packed so that
     the vectorised loop reads it with unit stride."""

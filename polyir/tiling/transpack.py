@@ -2,7 +2,9 @@
 
 ``pack_operand(function, at="j_r", buffer="A", along="j", order=(1, 0))``
 gives loop ``at`` a loop-scoped local holding the elements of ``buffer`` that
-the reads *using loop* ``along`` touch below one iteration of ``at``, laid out
+the reads *walking it with a stride along loop* ``along`` (``along`` in a
+subscript other than the last, or with a coefficient other than +-1) touch
+below one iteration of ``at``, laid out
 in ``order`` (a permutation of the dimensions: ``(1, 0)`` transposes a
 matrix), copies them in at the start of each iteration and redirects those
 reads (and only those) to the copy::
@@ -28,7 +30,7 @@ unchanged. The footprint, shape and copy loops come from ``copy_buffer``
 renaming them to a stand-in buffer that the copy then replaces).
 
 Refused (``UnsupportedNest``): ``buffer`` written below ``at``, no read of it
-using ``along`` below ``at``, and whatever ``copy_buffer`` refuses.
+strided along ``along`` below ``at``, and whatever ``copy_buffer`` refuses.
 """
 from __future__ import annotations
 
@@ -76,19 +78,22 @@ def _map_nodes(nodes: tuple[Node, ...], rename: Callable[[Load], Load]) -> tuple
     return tuple(out)
 
 
-def _uses(indices: Sequence[object], var: str) -> bool:
-    for index in indices:
+def _strided(indices: Sequence[object], var: str) -> bool:
+    """Does loop ``var`` appear in a subscript other than the last (a walk
+    down a column), or in the last with a coefficient other than +-1?"""
+    for d, index in enumerate(indices):
         aff = affine_index(index)
-        if aff is not None and var in aff.variables():
+        if aff is not None and var in aff.variables() and \
+                (d != len(indices) - 1 or abs(aff.coefficient(var)) != 1):
             return True
     return False
 
 
 def pack_operand(function: Function, at: str, buffer: str, along: str,
-                 order: Sequence[int] = (), name: str | None = None, check: bool = True
-                 ) -> tuple[Function, tuple[str, ...]]:
-    """``function`` with the reads of ``buffer`` below loop ``at`` whose
-    subscripts use loop ``along`` redirected to a loop-scoped local of ``at``
+                 order: Sequence[int] = (), name: str | None = None, check: bool = True,
+                 write_order: bool = False) -> tuple[Function, tuple[str, ...]]:
+    """``function`` with the reads of ``buffer`` below loop ``at`` that walk it
+    with a stride along loop ``along`` redirected to a loop-scoped local of ``at``
     laid out in ``order`` (see the module docstring); also the names of the
     copy statements. ``check``: prove the result with ``check_rewrite``."""
     scope = find_loop(function, at)
@@ -106,14 +111,15 @@ def pack_operand(function: Function, at: str, buffer: str, along: str,
     hits = [0]
 
     def select(load: Load) -> Load:
-        if load.buffer == buffer and _uses(load.indices, along):
+        if load.buffer == buffer and _strided(load.indices, along):
             hits[0] += 1
             return Load(stand_in, load.indices)
         return load
 
     body = _map_nodes(scope.body, select)
     if not hits[0]:
-        raise UnsupportedNest(f"no read of '{buffer}' inside loop '{at}' uses loop '{along}'")
+        raise UnsupportedNest(f"no read of '{buffer}' inside loop '{at}' walks it with a stride "
+                              f"along loop '{along}'")
     marked = replace_node(function, scope, (replace(scope, body=body),))
     marked = replace(marked, locals=marked.locals + (replace(source, name=stand_in),))
     local_name = name or claim_name(f"{buffer}_{at}", taken)
@@ -124,6 +130,8 @@ def pack_operand(function: Function, at: str, buffer: str, along: str,
 
     result = replace(packed, body=_map_nodes(packed.body, restore),
                      locals=tuple(b for b in packed.locals if b.name != stand_in))
+    if write_order:
+        result = _copy_in_write_order(result, at, made, order)
     if check:
         from polyir.polyhedral.dependences import MEMORY_KINDS, compute_dependences
         from polyir.polyhedral.extract import extract
@@ -134,6 +142,31 @@ def pack_operand(function: Function, at: str, buffer: str, along: str,
         check_rewrite(deps, nest_function(result, index), what=f"packing '{buffer}' at '{at}'",
                       ignore=made).require()
     return result, made
+
+
+def _copy_in_write_order(function: Function, at: str, made: Sequence[str],
+                         order: Sequence[int]) -> Function:
+    """The copy-in nest of loop ``at`` with its loops in the local's layout
+    ``order`` (the writes contiguous, the reads strided). The copied box's
+    bounds depend on loops around ``at`` only, so any order of its loops
+    copies the same elements."""
+    scope = find_loop(function, at)
+    body = list(scope.body)
+    for position, node in enumerate(body):
+        loops: list[For] = []
+        inner: Node = node
+        while isinstance(inner, For):
+            loops.append(inner)
+            inner = inner.body[0] if len(inner.body) == 1 else inner
+            if loops[-1] is inner:
+                break
+        if not (isinstance(inner, Assign) and inner.name in made) or len(loops) != len(order):
+            continue
+        nest: Node = inner
+        for d in reversed(order):
+            nest = replace(loops[d], body=(nest,))
+        body[position] = nest
+    return replace_node(function, scope, (replace(scope, body=tuple(body)),))
 
 
 __all__ = ["pack_operand"]
