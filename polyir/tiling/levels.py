@@ -396,6 +396,27 @@ def strided_reads(function: Function, chain: Sequence[For], var: str
     return tuple(found.items())
 
 
+def pack_reuse(function: Function, chain: Sequence[For], buffer: str, inside: Sequence[str]) -> int:
+    """How many times each element a packed copy of ``buffer`` holds is read,
+    the copy made outside the band loops ``inside``: the least, over the
+    band's reads of ``buffer``, product of the trip counts of the loops of
+    ``inside`` that its subscripts do not use (an unknown trip count counts
+    as 2: some reuse). 1 for a matrix every element of which is read once."""
+    loops = {loop.var: loop for loop in chain}
+    least: int | None = None
+    for stmt in _statements(chain[-1].body):
+        for load in expr_loads(stmt.value):
+            if load.buffer != buffer:
+                continue
+            used = _vars(load.indices)
+            reuse = 1
+            for var in inside:
+                if var not in used:
+                    reuse *= trip_count(loops[var]) or 2
+            least = reuse if least is None else min(least, reuse)
+    return least or 1
+
+
 def packed_rows_plan(function: Function, chain: Sequence[For], rows: str, rows_tile: int
                      ) -> tuple[object, ...] | None:
     """Row sums (:func:`reduction_chains`: each row's sum along the innermost
@@ -405,14 +426,18 @@ def packed_rows_plan(function: Function, chain: Sequence[For], rows: str, rows_t
     vector holds ``rows_tile`` of them; the reads walking a column with
     ``rows`` (:func:`strided_reads`) packed transposed per row tile
     (``pack``), the sums of the row tile kept in a local, full tiles split.
-    ``None`` when no read needs the packing (the plain order plans cover it)."""
+    ``None`` when no read needs the packing or none would be reused
+    (:func:`pack_reuse`): a matrix read once (a plain matrix-vector product)
+    costs a whole extra pass to pack, which measured slower than the
+    unroll-and-jam plan (``mvt``, ``bicg`` at n = 1000, f32)."""
     band = [loop.var for loop in chain]
-    packed = strided_reads(function, chain, rows)
+    below = band[band.index(rows):]
+    packed = tuple((buffer, permutation) for buffer, permutation in strided_reads(function, chain, rows)
+                   if pack_reuse(function, chain, buffer, below) >= 2)
     if not packed:
         return None
     taken = set(names_in_function(function))
     tile_var = _fresh(f"{rows}_p", taken)
-    below = band[band.index(rows):]
     order = [v for v in below if v != rows] + [rows]
     steps: list[object] = [Tile((rows,), (rows_tile,), (tile_var,)),
                            Interchange(tuple(below), tuple(order))]
@@ -456,5 +481,5 @@ def work(c: Contraction) -> int | None:
 
 __all__ = ["Contraction", "contraction_roles", "gemm_plan", "register_plan", "order_plan",
            "jam_plan", "reduction_chains", "packed_register_plan", "packed_rows_plan",
-           "strided_reads", "column_operand_strided", "reuse_loop", "strided_along",
+           "strided_reads", "column_operand_strided", "pack_reuse", "reuse_loop", "strided_along",
            "unit_stride_order", "stride_score", "trip_count", "work", "ELEMENT_BYTES"]
