@@ -65,13 +65,13 @@ from polyir.tiling.interchange import interchange_band
 from polyir.tiling.levels import (
     ELEMENT_BYTES,
     Contraction,
-    contraction_roles,
     column_operand_strided,
+    contraction_roles,
     gemm_plan,
     jam_plan,
     order_plan,
-    packed_rows_plan,
     packed_register_plan,
+    packed_rows_plan,
     reduction_chains,
     register_plan,
     reuse_loop,
@@ -224,6 +224,13 @@ def _contraction_plans(function: Function, c: Contraction, target: Target, gemm_
             plans.append(TilePlan(c.band, "register", packed_register_plan(c, tile, set(taken)),
                                   f"register tile ({roles}): Mr x Nr = {tile}, column operand "
                                   f"{c.right} packed transposed per column tile"))
+        elif not c.rectangular:
+            # a triangular band: column tiles on a fixed grid outside, the row
+            # tiles inside start at each column tile (fewer partial tiles than
+            # column tiles starting at each row tile: covariance 3.2x -> 2.3x)
+            plans.append(TilePlan(c.band, "register",
+                                  packed_register_plan(c, tile, set(taken), pack=False),
+                                  f"register tile ({roles}): Mr x Nr = {tile}, column tiles outer"))
         plans.append(TilePlan(c.band, "register", register_plan(c, tile, set(taken)),
                               f"register tile ({roles}): Mr x Nr = {tile}"))
     return plans
@@ -251,7 +258,7 @@ def apply_steps(function: Function, steps: Sequence[object]
                 copies.update(made)
         elif isinstance(step, Pack):
             function, made = pack_operand(function, step.at, step.buffer, step.along, step.order,
-                                          step.name or None, check=False, write_order=True)
+                                          step.name or None, check=False)
             copies.update(made)
         elif isinstance(step, SplitTiles):
             function, new = split_tiles(function, step.at, step.loops, check=False)

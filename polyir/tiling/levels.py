@@ -215,7 +215,8 @@ def column_operand_strided(c: Contraction) -> bool:
         and c.right_order[-1] != len(c.right_order) - 1
 
 
-def packed_register_plan(c: Contraction, tile: RegisterTile, taken: set[str]) -> tuple[object, ...]:
+def packed_register_plan(c: Contraction, tile: RegisterTile, taken: set[str],
+                         pack: bool = True) -> tuple[object, ...]:
     """The register tile with the column operand packed transposed: ``j_r``
     outermost, the ``Nr`` columns of the right operand that one ``j_r`` reads
     copied (``pack``) into a local laid out with ``j`` last, so the
@@ -229,7 +230,10 @@ def packed_register_plan(c: Contraction, tile: RegisterTile, taken: set[str]) ->
     steps += [
         Tile((c.j, c.i), (tile.nr, tile.mr), (jr, ir)),
         Interchange((jr, ir, c.j, c.i) + c.k, (jr, ir) + c.k + (c.i, c.j)),
-        Pack(jr, c.right, c.j, c.right_order),
+    ]
+    if pack:
+        steps.append(Pack(jr, c.right, c.j, c.right_order))
+    steps += [
         Copies(ir, (c.output,)),
         SplitTiles(ir, (c.i, c.j)),
         UnrollJam((c.i,), (tile.mr,), 0),

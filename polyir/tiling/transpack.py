@@ -11,10 +11,14 @@ reads (and only those) to the copy::
 
     for j_r ... {
       local A_j_r: f32[m, 64] @local
-      for A_j_r_0 = j_r to j_r + 64 {            # copy in, rows of A read in order
-        for A_j_r_1 = 0 to m {
+      for A_j_r_1 = 0 to m {                     # copy in, the local written in order
+        for A_j_r_0 = j_r to j_r + 64 {
           A_j_r_in: A_j_r[A_j_r_1, A_j_r_0 - j_r] = A[A_j_r_0, A_j_r_1]
       ...  A[j, k] becomes A_j_r[k, j - j_r]; A[i, k] stays  ...
+
+The copy loops run in the local's layout order: contiguous writes and
+strided reads measured much faster than the reverse, which vectorises into
+scatters (``mvt``'s 32-row packing at n = 1000, f32: 2.8 ms -> 0.7 ms).
 
 This is what ``copies`` does for a whole buffer, restricted to one operand:
 ``syrk``'s ``A[i, k] * A[j, k]`` reads one matrix as both operands, and only
@@ -59,7 +63,7 @@ def _map_loads(value: Any, rename: Callable[[Load], Load]) -> Any:
         new = _map_loads(old, rename)
         if new is not old:
             changes[field.name] = new
-    result = replace(value, **changes) if changes else value  # type: ignore[type-var]
+    result = replace(value, **changes) if changes else value
     return rename(result) if isinstance(result, Load) else result
 
 
@@ -90,8 +94,8 @@ def _strided(indices: Sequence[object], var: str) -> bool:
 
 
 def pack_operand(function: Function, at: str, buffer: str, along: str,
-                 order: Sequence[int] = (), name: str | None = None, check: bool = True,
-                 write_order: bool = False) -> tuple[Function, tuple[str, ...]]:
+                 order: Sequence[int] = (), name: str | None = None, check: bool = True
+                 ) -> tuple[Function, tuple[str, ...]]:
     """``function`` with the reads of ``buffer`` below loop ``at`` that walk it
     with a stride along loop ``along`` redirected to a loop-scoped local of ``at``
     laid out in ``order`` (see the module docstring); also the names of the
@@ -130,8 +134,7 @@ def pack_operand(function: Function, at: str, buffer: str, along: str,
 
     result = replace(packed, body=_map_nodes(packed.body, restore),
                      locals=tuple(b for b in packed.locals if b.name != stand_in))
-    if write_order:
-        result = _copy_in_write_order(result, at, made, order)
+    result = _copy_in_write_order(result, at, made, order)
     if check:
         from polyir.polyhedral.dependences import MEMORY_KINDS, compute_dependences
         from polyir.polyhedral.extract import extract
