@@ -93,7 +93,7 @@ Remark = Callable[[str, str, str], None]
 
 @dataclass(frozen=True)
 class TilePlan:
-    """One band's plan: ``kind`` (``gemm``, ``register``, ``order`` or ``jam``), the
+    """One band's plan: ``kind`` (``gemm``, ``register``, ``order``, ``direct``, ``rows`` or ``jam``), the
     mechanism passes ``steps`` and what the cost model chose (``why``)."""
 
     band: tuple[str, ...]
