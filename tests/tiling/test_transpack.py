@@ -193,3 +193,18 @@ def test_pack_preserves_or_refuses_on_random_programs(module: Module, data: st.D
     result = assert_preserves_or_refuses(lambda m: transform(m, pipeline), module)
     if not isinstance(result, PolyirError):
         assert any(b.name.startswith(buffer) for b in _locals(result)) or result == module
+
+
+# ------------------------------------------------------------------ native code
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_native_syrk_with_the_packed_operand_matches_the_plain_function(dtype: type) -> None:
+    kernel = corpus_kernel("syrk")
+    args = kernel.make_args({"n": 133, "m": 29}, np.random.default_rng(4), dtype=dtype)
+    compiled = polyir.kernel(syrk)
+    executable = compiled.compile_for(*args)
+    assert any("pack{" in r.why for r in executable.remarks)
+    got = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args]
+    compiled(*got)
+    want = _python(syrk, args)
+    tolerance = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got[0], want[0], rtol=tolerance, atol=tolerance)
