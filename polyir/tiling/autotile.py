@@ -67,11 +67,15 @@ from polyir.tiling.bands import nest_dependences, nest_function, nest_of, perfec
 from polyir.tiling.copies import copy_buffer
 from polyir.tiling.interchange import interchange_band
 from polyir.tiling.levels import (
+    ELEMENT_BYTES,
     Contraction,
+    column_operand_strided,
     contraction_roles,
     gemm_plan,
     jam_plan,
     order_plan,
+    packed_register_plan,
+    packed_rows_plan,
     reduction_chains,
     register_plan,
     reuse_loop,
@@ -80,10 +84,11 @@ from polyir.tiling.levels import (
     unit_stride_order,
     work,
 )
-from polyir.tiling.passes import Copies, Interchange, SplitTiles, Tile, UnrollJam
+from polyir.tiling.passes import Copies, Interchange, Pack, SplitTiles, Tile, UnrollJam
 from polyir.tiling.sizes import gemm_sizes, lanes, reduction_jam, register_tile
 from polyir.tiling.split import split_tiles
 from polyir.tiling.tile import tile_band
+from polyir.tiling.transpack import pack_operand
 from polyir.tiling.unroll_jam import unroll_jam
 from polyir.tiling.widen import widen_function
 
@@ -93,7 +98,7 @@ Remark = Callable[[str, str, str], None]
 
 @dataclass(frozen=True)
 class TilePlan:
-    """One band's plan: ``kind`` (``gemm``, ``register``, ``order`` or ``jam``), the
+    """One band's plan: ``kind`` (``gemm``, ``register``, ``order``, ``direct``, ``rows`` or ``jam``), the
     mechanism passes ``steps`` and what the cost model chose (``why``)."""
 
     band: tuple[str, ...]
@@ -164,12 +169,41 @@ def candidate_plans(function: Function, chain: Sequence[For], target: Target,
     plans += [p for p in orders if not strided_along(chain, p.band_order[-1])]
     rows = reduction_chains(function, chain)
     if rows is not None:
+        packed = _packed_rows(function, chain, rows, target)
+        if packed is not None:
+            plans.append(packed)
         factor = reduction_jam(target, len(chain[-1].body))
         plans.append(TilePlan(band, "jam", jam_plan(rows, factor),
                               f"reduction along {chain[-1].var}: loop {rows} unrolled by {factor} "
                               f"and jammed ({factor} independent sums per statement)"))
     plans += [p for p in orders if strided_along(chain, p.band_order[-1])]
     return plans
+
+
+def _packed_rows(function: Function, chain: Sequence[For], rows: str, target: Target
+                 ) -> TilePlan | None:
+    """The row sums vectorised across ``PACK_ROW_VECTORS`` vectors of rows with
+    the column-walking reads packed transposed (``levels.packed_rows_plan``),
+    when the rows are at least two such tiles (or unknown) and the elements
+    are f32/f64."""
+    buffer = function.buffers.get(chain[-1].body[0].buffer)  # type: ignore[union-attr]
+    if buffer is None or buffer.dtype not in ELEMENT_BYTES:
+        return None
+    tile = PACK_ROW_VECTORS * lanes(target, ELEMENT_BYTES[buffer.dtype])
+    extent = trip_count(_band_loop(chain, rows))
+    if extent is not None and extent < 2 * tile:
+        return None
+    steps = packed_rows_plan(function, chain, rows, tile)
+    if steps is None:
+        return None
+    band = tuple(loop.var for loop in chain)
+    return TilePlan(band, "rows", steps,
+                    f"reduction along {chain[-1].var} vectorised across {tile} rows of {rows} "
+                    f"(each sum in its order), column reads packed transposed")
+
+
+PACK_ROW_VECTORS = 2
+"""Vectors of rows in a packed row tile (:func:`_packed_rows`)."""
 
 
 def _contraction_plans(function: Function, c: Contraction, target: Target, gemm_work: int,
@@ -190,6 +224,18 @@ def _contraction_plans(function: Function, c: Contraction, target: Target, gemm_
                               (blocks.names[0], c.i)))
     if amount is None or amount >= register_work:
         tile = register_tile(target, c.element_bytes, m, n)
+        # the packed panel is read by every row tile: worth a copy from two on
+        if column_operand_strided(c) and (m is None or m >= 2 * tile.mr):
+            plans.append(TilePlan(c.band, "register", packed_register_plan(c, tile, set(taken)),
+                                  f"register tile ({roles}): Mr x Nr = {tile}, column operand "
+                                  f"{c.right} packed transposed per column tile"))
+        elif not c.rectangular:
+            # a triangular band: column tiles on a fixed grid outside, the row
+            # tiles inside start at each column tile (fewer partial tiles than
+            # column tiles starting at each row tile: covariance 3.2x -> 2.3x)
+            plans.append(TilePlan(c.band, "register",
+                                  packed_register_plan(c, tile, set(taken), pack=False),
+                                  f"register tile ({roles}): Mr x Nr = {tile}, column tiles outer"))
         plans.append(TilePlan(c.band, "register", register_plan(c, tile, set(taken)),
                               f"register tile ({roles}): Mr x Nr = {tile}"))
     return plans
@@ -215,6 +261,10 @@ def apply_steps(function: Function, steps: Sequence[object]
                 function, made = copy_buffer(function, step.at, buffer, step.blocks or None,
                                              step.order, name, check=False)
                 copies.update(made)
+        elif isinstance(step, Pack):
+            function, made = pack_operand(function, step.at, step.buffer, step.along, step.order,
+                                          step.name or None, check=False)
+            copies.update(made)
         elif isinstance(step, SplitTiles):
             function, new = split_tiles(function, step.at, step.loops, check=False)
         elif isinstance(step, UnrollJam):

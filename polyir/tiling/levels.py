@@ -20,6 +20,9 @@ Plans are data: tuples of pass instances (``Tile``, ``Interchange``,
   of the register tile unrolled;
 * :func:`register_plan`: the register tile alone (small products, several
   reduction loops);
+* :func:`packed_register_plan`: the register tile with a column operand
+  that walks memory with a stride along ``j`` packed transposed per column
+  tile (``pack``), reused by every row tile;
 * :func:`order_plan`: an interchange giving the innermost loop unit-stride
   accesses;
 * :func:`jam_plan`: an innermost reduction loop (a matrix-vector product's
@@ -35,7 +38,7 @@ from dataclasses import dataclass
 from polyir.ir.nodes import Assign, For, Function, If, Load
 from polyir.ir.types import DType
 from polyir.polyhedral.extract import affine_index, expr_loads, reduction_of
-from polyir.tiling.passes import Copies, Interchange, SplitTiles, Tile, UnrollJam
+from polyir.tiling.passes import Copies, Interchange, Pack, SplitTiles, Tile, UnrollJam
 from polyir.tiling.sizes import GemmSizes, RegisterTile
 
 ELEMENT_BYTES = {DType.F32: 4, DType.F64: 8}
@@ -204,6 +207,40 @@ def register_plan(c: Contraction, tile: RegisterTile, taken: set[str]) -> tuple[
     return tuple(steps)
 
 
+def column_operand_strided(c: Contraction) -> bool:
+    """Does the column operand walk memory with a stride along ``j`` (``j`` not
+    in its last subscript: ``syrk``'s ``A[j, k]``)? The register tile's
+    vectorised loop ``j`` then gathers it unless it is packed transposed."""
+    return c.right is not None and c.right_order != tuple(range(len(c.right_order))) \
+        and c.right_order[-1] != len(c.right_order) - 1
+
+
+def packed_register_plan(c: Contraction, tile: RegisterTile, taken: set[str],
+                         pack: bool = True) -> tuple[object, ...]:
+    """The register tile with the column operand packed transposed: ``j_r``
+    outermost, the ``Nr`` columns of the right operand that one ``j_r`` reads
+    copied (``pack``) into a local laid out with ``j`` last, so the
+    vectorised ``j`` loop reads it with unit stride; every row tile ``i_r``
+    inside reuses the panel. Accumulators, split and unroll as in
+    :func:`register_plan`."""
+    assert c.right is not None
+    order = list(c.batch) + [c.j, c.i] + list(c.k)
+    steps: list[object] = [Interchange(tuple(c.band), tuple(order))] if order != list(c.band) else []
+    ir, jr = _fresh(f"{c.i}_r", taken), _fresh(f"{c.j}_r", taken)
+    steps += [
+        Tile((c.j, c.i), (tile.nr, tile.mr), (jr, ir)),
+        Interchange((jr, ir, c.j, c.i) + c.k, (jr, ir) + c.k + (c.i, c.j)),
+    ]
+    if pack:
+        steps.append(Pack(jr, c.right, c.j, c.right_order))
+    steps += [
+        Copies(ir, (c.output,)),
+        SplitTiles(ir, (c.i, c.j)),
+        UnrollJam((c.i,), (tile.mr,), 0),
+    ]
+    return tuple(steps)
+
+
 def _identity_or(order: tuple[int, ...]) -> tuple[int, ...]:
     return () if order == tuple(range(len(order))) else order
 
@@ -341,6 +378,90 @@ def reuse_loop(function: Function, chain: Sequence[For], order: Sequence[str]) -
     return None
 
 
+def strided_reads(function: Function, chain: Sequence[For], var: str
+                  ) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """The buffers the band's innermost statements read walking a non-last
+    dimension with loop ``var`` (a column of a row-major matrix) and never
+    write in the band, each with the permutation putting that dimension last
+    (its packed, transposed layout); empty when a subscript is not affine."""
+    stmts = _statements(chain[-1].body)
+    written = {stmt.buffer for stmt in stmts}
+    found: dict[str, tuple[int, ...]] = {}
+    for stmt in stmts:
+        for load in expr_loads(stmt.value):
+            if load.buffer in written or load.buffer in found or len(load.indices) < 2:
+                continue
+            affs = [affine_index(x) for x in load.indices]
+            if any(a is None for a in affs):
+                return ()
+            used = [d for d, a in enumerate(affs) if a is not None and var in a.variables()]
+            if used and used[-1] != len(affs) - 1 and function.buffers.get(load.buffer) is not None:
+                found[load.buffer] = _order_last(load.indices, var)
+    return tuple(found.items())
+
+
+def pack_reuse(function: Function, chain: Sequence[For], buffer: str, inside: Sequence[str]) -> int:
+    """How many times each element a packed copy of ``buffer`` holds is read,
+    the copy made outside the band loops ``inside``: the least, over the
+    band's reads of ``buffer``, product of the trip counts of the loops of
+    ``inside`` that its subscripts do not use (an unknown trip count counts
+    as 2: some reuse). 1 for a matrix every element of which is read once."""
+    loops = {loop.var: loop for loop in chain}
+    least: int | None = None
+    for stmt in _statements(chain[-1].body):
+        for load in expr_loads(stmt.value):
+            if load.buffer != buffer:
+                continue
+            used = _vars(load.indices)
+            reuse = 1
+            for var in inside:
+                if var not in used:
+                    reuse *= trip_count(loops[var]) or 2
+            least = reuse if least is None else min(least, reuse)
+    return least or 1
+
+
+def packed_rows_plan(function: Function, chain: Sequence[For], rows: str, rows_tile: int
+                     ) -> tuple[object, ...] | None:
+    """Row sums (:func:`reduction_chains`: each row's sum along the innermost
+    loop a chain that must keep its order) vectorised across rows instead:
+    loop ``rows`` tiled by ``rows_tile`` (a multiple of the vector lanes) and
+    moved innermost, so each element's sum still runs in its order while a
+    vector holds ``rows_tile`` of them; the reads walking a column with
+    ``rows`` (:func:`strided_reads`) packed transposed per row tile
+    (``pack``), the sums of the row tile kept in a local, full tiles split.
+    ``None`` when no read needs the packing or none would be reused
+    (:func:`pack_reuse`): a matrix read once (a plain matrix-vector product)
+    costs a whole extra pass to pack, which measured slower than the
+    unroll-and-jam plan (``mvt``, ``bicg`` at n = 1000, f32)."""
+    band = [loop.var for loop in chain]
+    below = band[band.index(rows):]
+    packed = tuple((buffer, permutation) for buffer, permutation in strided_reads(function, chain, rows)
+                   if pack_reuse(function, chain, buffer, below) >= 2)
+    if not packed:
+        return None
+    taken = set(names_in_function(function))
+    tile_var = _fresh(f"{rows}_p", taken)
+    order = [v for v in below if v != rows] + [rows]
+    steps: list[object] = [Tile((rows,), (rows_tile,), (tile_var,)),
+                           Interchange(tuple(below), tuple(order))]
+    steps += [Pack(tile_var, buffer, rows, permutation) for buffer, permutation in packed]
+    outputs = []
+    for stmt in _statements(chain[-1].body):
+        used = _vars(stmt.indices)
+        if rows in used and chain[-1].var not in used and stmt.buffer not in outputs:
+            outputs.append(stmt.buffer)
+    if outputs:
+        steps.append(Copies(tile_var, tuple(outputs)))
+    steps.append(SplitTiles(tile_var, (rows,)))
+    return tuple(steps)
+
+
+def names_in_function(function: Function) -> set[str]:
+    from polyir.ir.names import names_in
+    return names_in(function)
+
+
 def jam_plan(var: str, factor: int) -> tuple[object, ...]:
     """Unroll ``var`` by ``factor`` and jam the copies into the innermost loop:
     ``factor`` independent accumulations per statement."""
@@ -363,5 +484,6 @@ def work(c: Contraction) -> int | None:
 
 
 __all__ = ["Contraction", "contraction_roles", "gemm_plan", "register_plan", "order_plan",
-           "jam_plan", "reduction_chains", "reuse_loop", "strided_along",
+           "jam_plan", "reduction_chains", "packed_register_plan", "packed_rows_plan",
+           "strided_reads", "column_operand_strided", "pack_reuse", "reuse_loop", "strided_along",
            "unit_stride_order", "stride_score", "trip_count", "work", "ELEMENT_BYTES"]

@@ -11,6 +11,8 @@
 * ``unroll-jam{loops=i factors=8 depth=-1}``: register tiles (``polyir.tiling.unroll_jam``).
 * ``copies{at=kc buffers=B blocks=jr order=0,1}``: scratchpads and packing
   (``polyir.tiling.copies``).
+* ``pack{at=jr buffer=A along=j order=1,0}``: one operand's reads packed
+  (transposed) in a local (``polyir.tiling.transpack``).
 * ``auto-tile``: the analytical policy choosing and applying the above
   (``polyir.tiling.autotile``).
 
@@ -200,6 +202,31 @@ class Copies:
                                       self.names[k] if self.names else None)
             module = _replace_function(module, position, function)
         return module
+
+
+@register_pass("pack")
+@dataclass(frozen=True)
+class Pack:
+    """Copy the elements that the reads of ``buffer`` walking it with a stride
+    along loop ``along`` touch below one iteration of loop ``at`` into a loop-scoped local of
+    ``at`` laid out in ``order`` (``1,0``: transposed), and redirect those
+    reads only (``polyir.tiling.transpack``): a column operand packed so that
+    the vectorised loop reads it with unit stride."""
+
+    at: str = ""
+    buffer: str = ""
+    along: str = ""
+    order: tuple[int, ...] = ()
+    name: str = ""
+
+    def run(self, module: Module, ctx: PassContext) -> Module:
+        from polyir.tiling.transpack import pack_operand
+        if not self.at:
+            return module
+        position = _host_with_loop(module, self.at)
+        function, _ = pack_operand(module.functions[position], self.at, self.buffer, self.along,
+                                   self.order, self.name or None)
+        return _replace_function(module, position, function)
 
 
 @register_pass("auto-tile")
