@@ -312,17 +312,10 @@ def auto_tile_function(function: Function, target: Target, remark: Remark,
     """``function`` with every band tiled by the plan the cost model chooses
     (see the module docstring); ``remark(where, why, kind)`` hears every
     decision. With ``widen``, fused reductions' scalar accumulators are first
-    widened to tiles (``polyir.tiling.widen.widen_function``); the fused matrix
-    products' that remain are spilled into their output cells where the
-    reduction then gets a plan (``polyir.tiling.spill``). Returns
+    widened to tiles (``polyir.tiling.widen.widen_function``). Returns
     ``function`` itself when no plan applies."""
     if widen:
-        from polyir.tiling.spill import spill_for_tiling
         function = widen_function(function, target, remark, reduction_jam(target, 1))
-        function = spill_for_tiling(
-            function, lambda f, band: [p.kind for p in candidate_plans(f, band, target, gemm_work,
-                                                                       register_work, parallel)],
-            remark)
     deps_cache: dict[int, Dependences] = {}
     for chain in find_bands(function):
         head = chain[0].var
