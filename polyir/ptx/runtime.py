@@ -236,10 +236,11 @@ class CudaProgram:
         if isinstance(value, np.ndarray):
             if param.dtype is DType.BF16:
                 _check_dtype(value.dtype, np.dtype(np.float32), name)
-                device = cp.asarray(np.ascontiguousarray(value))
+                device = cp.asarray(np.ascontiguousarray(value).reshape(value.shape))  # keep rank 0
                 return _Argument(_to_bf16_bits(cp, device), host=value, bf16_source=device)
             _check_dtype(value.dtype, expected, name)
-            return _Argument(cp.asarray(np.ascontiguousarray(value)), host=value)
+            # ascontiguousarray makes a 0-d array 1-d: keep the rank
+            return _Argument(cp.asarray(np.ascontiguousarray(value).reshape(value.shape)), host=value)
         raise ArgumentError(f"{name} must be a CuPy array, torch tensor or numpy array of "
                             f"{param.dtype}, got {type(value).__name__}")
 
