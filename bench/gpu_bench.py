@@ -286,6 +286,53 @@ def bench_softmax(cp: Any, torch: Any, sm: int, rows: int, n: int, reps: int) ->
             "ok": error < 1e-5, **_kernel_facts(exe)}
 
 
+SWEEP_CONFIGS = [  # (BM, BN, BK, warps M, warps N, stages): CUTLASS-like shapes
+    (128, 128, 32, 2, 4, 2), (128, 128, 32, 2, 4, 3), (128, 128, 32, 2, 4, 4),
+    (128, 128, 32, 2, 2, 3), (128, 128, 32, 2, 2, 4), (128, 128, 32, 2, 2, 5),
+    (128, 128, 64, 2, 2, 3), (128, 128, 64, 2, 4, 3), (128, 128, 64, 2, 4, 4),
+    (128, 128, 32, 2, 4, 5), (128, 256, 32, 2, 4, 3), (256, 128, 32, 4, 2, 3),
+    (64, 128, 32, 2, 2, 4),
+    (128, 64, 32, 2, 2, 4), (64, 64, 32, 2, 2, 4), (64, 64, 64, 2, 2, 3),
+]
+
+
+def sweep(cp: Any, torch: Any, sm: int, sizes: tuple[int, ...] = (2048, 4096, 8192)
+          ) -> list[dict[str, Any]]:
+    """f16 ``C = A @ B`` for every tile configuration of :data:`SWEEP_CONFIGS`
+    (``gpu-tensorcore{tile= warps= stages=}``) at each size, checked against
+    cuBLAS and timed: the data that calibrates ``polyir.tiling.gpu_tiles``."""
+    rows: list[dict[str, Any]] = []
+    module = parse(matmul_ir("f16"))
+    for size in sizes:
+        gen = torch.Generator(device="cuda").manual_seed(size)
+        a = torch.randn(size, size, device="cuda", dtype=torch.float16, generator=gen)
+        b = torch.randn(size, size, device="cuda", dtype=torch.float16, generator=gen)
+        c = torch.empty(size, size, device="cuda", dtype=torch.float16)
+        reference = torch.matmul(a, b)
+        reps = 20 if size <= 4096 else 5
+        torch_ms = timed(cp, lambda: torch.matmul(a, b), reps)
+        for bm, bn, bk, wm, wn, stages in SWEEP_CONFIGS:
+            label = f"{bm}x{bn}x{bk} warps {wm}x{wn} stages {stages}"
+            pipeline = (f"mark-parallel,gpu-tensorcore{{tile={bm},{bn},{bk} warps={wm},{wn} "
+                        f"stages={stages}}},gpu-map")
+            try:
+                exe = compile_ir(module, cuda(sm), pipeline=pipeline)
+                c.fill_(float("nan"))
+                exe(c, a, b)
+                error = _rel_error(c, reference)
+                polyir_ms = timed(cp, lambda e=exe: e(c, a, b), reps)
+                row = {"case": "sweep", "config": label, "size": size, "polyir_ms": polyir_ms,
+                       "peer_ms": torch_ms, "ratio_vs_peer": torch_ms / polyir_ms,
+                       "polyir_tflops": 2 * size ** 3 / polyir_ms / 1e9,
+                       "max_rel_error": error, "ok": error < 2e-2, **_kernel_facts(exe)}
+            except Exception as error:
+                row = {"case": "sweep", "config": label, "size": size,
+                       "error": f"{type(error).__name__}: {str(error)[:300]}"}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows
+
+
 def cases(cp: Any, torch: Any, sm: int, quick: bool) -> list[tuple[str, Callable[[], Any]]]:
     """The (label, thunk) pairs of the kernel cases; a thunk returns a row or rows."""
     found: list[tuple[str, Callable[[], Any]]] = []
@@ -314,6 +361,8 @@ def main() -> int:
     parser.add_argument("--out", required=True, help="JSON file to write")
     parser.add_argument("--quick", action="store_true", help="small sizes only")
     parser.add_argument("--no-models", action="store_true", help="skip the model rows")
+    parser.add_argument("--sweep", action="store_true",
+                        help="only the tile-configuration sweep of the f16 matmul")
     options = parser.parse_args()
     try:
         import cupy as cp
@@ -340,8 +389,9 @@ def main() -> int:
         with open(options.out, "w") as handle:
             json.dump(report, handle, indent=2)
 
-    work = cases(cp, torch, sm, options.quick)
-    if not options.no_models:
+    work = cases(cp, torch, sm, options.quick) if not options.sweep else [
+        ("sweep", lambda: sweep(cp, torch, sm, (2048, 4096) if options.quick else (2048, 4096, 8192)))]
+    if not options.no_models and not options.sweep:
         def models() -> list[dict[str, Any]]:
             from bench.gpu import model_rows
             return model_rows(quick=True)

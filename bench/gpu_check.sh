@@ -19,6 +19,8 @@
 #      elementwise, models at batch 1 vs eager and
 #      Inductor (saved after every case)                    -> OUTDIR/gpu_bench.json
 #   4. OUTDIR/summary.json (exit codes, timings); everything printed -> OUTDIR/gpu_check.log
+# GPU_CHECK_SWEEP=1 first runs the tile-configuration sweep of the f16 matmul
+# (bench/gpu_bench.py --sweep -> OUTDIR/gpu_sweep.json); GPU_CHECK_SKIP_BENCH=1 then stops.
 # Exit status 0 only when the GPU was usable and tests and benchmark passed.
 set -u
 OUT=${1:?usage: bash bench/gpu_check.sh OUTDIR}
@@ -76,6 +78,12 @@ timeout -k 10 "$TEST_S" "$PY" -m pytest -m gpu tests/gpu -q -rs -p no:cacheprovi
   --junitxml="$OUT/gpu_tests.xml"
 TEST_STATUS=$?
 T1=$(date +%s)
+
+if [ "${GPU_CHECK_SWEEP:-0}" = "1" ]; then
+  echo "== tile sweep (limit ${BENCH_S}s)"
+  timeout -k 10 "$BENCH_S" "$PY" bench/gpu_bench.py --sweep --out "$OUT/gpu_sweep.json"
+  if [ "${GPU_CHECK_SKIP_BENCH:-0}" = "1" ]; then exit 0; fi
+fi
 
 echo "== benchmark (limit ${BENCH_S}s)"
 QUICK=()

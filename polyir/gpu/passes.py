@@ -65,11 +65,14 @@ class GpuTensorCore:
     block per row (``polyir.gpu.rows``).
 
     ``tile``: ``BM,BN,BK`` (empty: chosen by ``polyir.tiling.gpu_tiles.choose_tiles``
-    from the target); ``warps``: ``WM,WN`` warps per block (with ``tile``).
+    from the target); ``warps``: ``WM,WN`` warps per block (with ``tile``);
+    ``stages``: shared-memory pipeline stages of the A and B tiles (with
+    ``tile``; 2 = double buffering).
     """
 
     tile: tuple[int, ...] = ()
     warps: tuple[int, ...] = ()
+    stages: int = 2
     f32: bool = True
 
     def __post_init__(self) -> None:
@@ -85,7 +88,7 @@ class GpuTensorCore:
             return None
         if len(self.tile) != 3 or len(self.warps) != 2:
             raise ValueError("gpu-tensorcore: tile needs BM,BN,BK and warps WM,WN (both or neither)")
-        return TileConfig(*self.tile, *self.warps)
+        return TileConfig(*self.tile, *self.warps, self.stages)
 
     def run(self, module: Module, ctx: PassContext) -> Module:
         """Rewrite the contraction nests of every host function (sm_90 facts when

@@ -85,8 +85,6 @@ if TYPE_CHECKING:
     from polyir.context import PassContext
 
 MMA_KEYS = {DType.F16: "m16n16k16.f16.f32", DType.BF16: "m16n16k16.bf16.f32"}
-STAGES = 2
-"""Shared-memory stages of the A and B tiles (double buffering)."""
 
 
 def guarded_copy(tile: str, source: Operand, rows: int, cols: int, threads: int,
@@ -213,8 +211,9 @@ def map_contraction(function: Function, contraction: Contraction | ImplicitGemm,
     # shared tiles in the operands' own layouts, rows padded; two stages each
     a_rows, a_cols = (bm, bk) if a.layout == "row" else (bk, bm)
     b_rows, b_cols = (bk, bn) if b.layout == "row" else (bn, bk)
-    a_tiles = [claim_name(f"tc_As{s}", names) for s in range(STAGES)]
-    b_tiles = [claim_name(f"tc_Bs{s}", names) for s in range(STAGES)]
+    stages = config.stages
+    a_tiles = [claim_name(f"tc_As{s}", names) for s in range(stages)]
+    b_tiles = [claim_name(f"tc_Bs{s}", names) for s in range(stages)]
     c_tile = claim_name("tc_Cs", names)
     shared = [Buffer(x, dtype, (Aff.const(a_rows), Aff.const(a_cols + PAD_HALVES)),
                      MemorySpace.SHARED) for x in a_tiles]
@@ -281,15 +280,24 @@ def map_contraction(function: Function, contraction: Contraction | ImplicitGemm,
                                              frag_c[i][j], key))
         return nodes
 
-    # Double buffering: while the MMAs read one stage, the copies of the next
-    # K tile fill the other (asynchronously with cp.async). K tiles past the
-    # end are zero-filled, so the pair loop needs no tail.
+    # A pipeline of S stages: while the MMAs read stage j, the copies of the
+    # next S - 1 K tiles are in flight into the other stages (cp.async,
+    # polyir.ptx.cpasync: each barrier commits the copies since the previous
+    # one and waits until S - 2 groups are left in flight). The K loop is
+    # unrolled by S so every stage is a buffer of its own; the prologue fills
+    # stages 0..S-2, one barrier after each, so that every copy is read S - 1
+    # barriers after it is issued. K tiles past the end are zero-filled, so
+    # the loop needs no tail.
     kp = Aff.var(kt)
     k_tiles = (k + (bk - 1)) // bk
-    k_loop = For(kt, (Aff.const(0),), ((k_tiles + 1) // 2,),
-                 (*copies(1, 2 * kp + 1), *compute(0), Barrier(),
-                  *copies(0, 2 * kp + 2), *compute(1), Barrier()))
-    prologue = (*copies(0, Aff.const(0)), Barrier())
+    body: list[Node] = []
+    for j in range(stages):
+        body += [*copies((j + stages - 1) % stages, kp * stages + (j + stages - 1)),
+                 *compute(j), Barrier()]
+    k_loop = For(kt, (Aff.const(0),), ((k_tiles + (stages - 1)) // stages,), tuple(body))
+    prologue: list[Node] = []
+    for stage in range(stages - 1):
+        prologue += [*copies(stage, Aff.const(stage)), Barrier()]
     stores: list[Node] = []
     for i in range(fm):
         for j in range(fn):

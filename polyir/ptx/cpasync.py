@@ -4,23 +4,26 @@ A loop ``for v = 0 to V parallel vectorize=V { S[.., c + v] = G[.., g + v] }``
 (``S`` a ``@shared`` buffer, ``G`` a global one, one dtype, ``V`` elements =
 16 bytes; ``polyir.gpu.tensorcore`` emits these for its tile copies) is
 lowered to one ``cp.async.cg.shared.global`` of 16 bytes when both addresses
-are 16-byte aligned at run time, else to the plain loop. Every ``barrier`` of
-a kernel that issues one is preceded by ``cp.async.wait.all``, so the copy has
-landed when the barrier lets other threads read it; the copy overlaps with
-whatever the thread does until then.
+are 16-byte aligned at run time, else to the plain loop.
 
-This is only the IR's meaning if the copying thread itself does not read the
-element before that barrier. :func:`async_copy_loops` admits a loop only when
-no node between it and the next barrier (following its enclosing bodies
-outwards, the whole body of each enclosing loop when the barrier is not
-reached inside it) reads ``S``; otherwise the loop stays synchronous.
+A copy is asynchronous only when every read of its shared buffer that can
+follow it comes after a barrier (:func:`async_plan` follows the enclosing
+bodies outwards, and around each enclosing loop once more). Each barrier of
+such a kernel first commits the copies issued since the previous barrier as
+one group (``cp.async.commit_group``); a copy whose buffer is next read ``s``
+barriers later must have landed at the ``s``-th, which therefore waits until
+at most ``s - 1`` groups are in flight (``cp.async.wait_group``). A
+double-buffered loop waits for all (``s = 1``); an ``S``-stage pipeline
+(``polyir.gpu.tensorcore``) keeps ``S - 2`` groups in flight.
 
 LLVM names: ``llvm.nvvm.cp.async.cg.shared.global.16(ptr addrspace(3),
-ptr addrspace(1))`` and ``llvm.nvvm.cp.async.wait.all()``.
+ptr addrspace(1))``, ``llvm.nvvm.cp.async.commit.group()``,
+``llvm.nvvm.cp.async.wait.group(i32)`` and ``llvm.nvvm.cp.async.wait.all()``.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from llvmlite import ir
@@ -29,13 +32,13 @@ from polyir.ir.affine import Aff
 from polyir.ir.nodes import Assign, Barrier, For, FragmentLoad, Function, If, Load, Node
 from polyir.ir.types import MemorySpace
 from polyir.ir.walk import node_exprs, walk_expr, walk_nodes
-from polyir.llvm.hooks import I64
+from polyir.llvm.hooks import I32, I64
 
 if TYPE_CHECKING:
     from polyir.llvm.lower import FunctionLowerer
 
 COPY_BYTES = 16
-_CACHE: dict[int, tuple[Function, frozenset[int]]] = {}
+_CACHE: dict[int, tuple[Function, AsyncPlan]] = {}
 _ELEMENT_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "i32": 4, "f64": 8, "i64": 8}
 
 
@@ -84,44 +87,103 @@ def _children(node: Node) -> list[tuple[Node, ...]]:
     return []
 
 
-def _safe(path: list[tuple[tuple[Node, ...], int, Node | None]], name: str) -> bool:
-    """``path``: from the copy outwards, (body, position, owner of body)."""
-    for body, position, owner in path:
-        rest = body[position + 1:]
-        cut = next((i for i, n in enumerate(rest) if isinstance(n, Barrier)), None)
-        if cut is not None:
-            return not _reads(rest[:cut], name)
-        if _reads(rest, name):
-            return False
-        if isinstance(owner, For) and _reads(body, name):  # the next iteration runs it all
-            return False
-    return False  # no barrier before the kernel ends: keep it synchronous
+Path = list[tuple[tuple[Node, ...], int, Node | None]]
+"""From a copy outwards: (body, position of the copy's ancestor in it, owner of body)."""
 
 
-def async_copy_loops(function: Function) -> frozenset[int]:
-    """``id()`` of the loops of ``function`` lowered to ``cp.async``."""
+def _scan(nodes: Sequence[Node], name: str, count: int, last: int | None
+          ) -> tuple[bool, int, int | None]:
+    """Walk ``nodes`` in order: (whether one reads ``name``, barriers passed
+    before it, ``id`` of the last of them). Only barriers at this level count;
+    a nested one is not counted, which can only make a copy wait earlier."""
+    for node in nodes:
+        if isinstance(node, Barrier):
+            count, last = count + 1, id(node)
+        elif _reads((node,), name):
+            return True, count, last
+    return False, count, last
+
+
+def _reads_after(path: Path, name: str) -> list[tuple[int, int | None]]:
+    """For every way execution can go on after the copy: (barriers passed
+    before the first read of ``name``, ``id`` of the barrier just before
+    it). A sequential loop around the copy may run again (its whole body,
+    once more) or end; a mapped loop's other iterations are other threads."""
+    found: list[tuple[int, int | None]] = []
+
+    def go(level: int, count: int, last: int | None) -> None:
+        if level == len(path):
+            return                                   # the kernel ends: no read on this way
+        body, position, owner = path[level]
+        read, count, last = _scan(body[position + 1:], name, count, last)
+        if read:
+            found.append((count, last))
+            return
+        if isinstance(owner, For) and owner.mapping is None:  # the next iteration
+            again, count_again, last_again = _scan(body[:position + 1], name, count, last)
+            if again:
+                found.append((count_again, last_again))
+        go(level + 1, count, last)                   # the loop ends (or an If's body does)
+
+    go(0, 0, None)
+    return found
+
+
+@dataclass(frozen=True)
+class AsyncPlan:
+    """Which copy loops of a kernel are lowered to ``cp.async`` and how many
+    commit groups each barrier may leave in flight."""
+
+    loops: frozenset[int]
+    """``id()`` of the copy loops lowered to ``cp.async``."""
+    pending: dict[int, int]
+    """``id()`` of a barrier -> the groups that may still be in flight when
+    threads pass it (``cp.async.wait_group N``); a barrier missing here needs
+    no wait."""
+
+
+def async_plan(function: Function) -> AsyncPlan:
+    """The ``cp.async`` plan of ``function`` (empty outside kernels).
+
+    A copy loop (:func:`_pattern`) is admitted when every read of its shared
+    buffer that can follow it comes after at least one barrier. Each barrier
+    of a kernel with async copies commits the group of copies issued since
+    the previous one, so a copy whose next read comes ``s`` barriers later is
+    in the ``s``-th most recent group at the last of them: that barrier waits
+    until at most ``s - 1`` groups are in flight (``wait_group(s - 1)``; a
+    pipeline of ``S`` stages waits for ``S - 2``)."""
     cached = _CACHE.get(id(function))
     if cached is not None and cached[0] is function:
         return cached[1]
-    found: set[int] = set()
+    loops: set[int] = set()
+    pending: dict[int, int] = {}
 
-    def visit(body: tuple[Node, ...], owner: Node | None,
-              path: list[tuple[tuple[Node, ...], int, Node | None]]) -> None:
+    def visit(body: tuple[Node, ...], owner: Node | None, path: Path) -> None:
         for position, node in enumerate(body):
             here = [(body, position, owner), *path]
             if isinstance(node, For):
                 copy = _pattern(function, node)
-                if copy is not None and _safe(here, copy.buffer):
-                    found.add(id(node))
-                    continue
+                if copy is not None:
+                    reads = _reads_after(here, copy.buffer)
+                    if reads and all(count >= 1 for count, _ in reads):
+                        loops.add(id(node))
+                        for count, barrier in reads:
+                            assert barrier is not None
+                            pending[barrier] = min(pending.get(barrier, count - 1), count - 1)
+                        continue
             for child in _children(node):
                 visit(child, node, here)
 
     if function.kind == "kernel":
         visit(function.body, None, [])
-    result = frozenset(found)
-    _CACHE[id(function)] = (function, result)
-    return result
+    plan = AsyncPlan(frozenset(loops), pending)
+    _CACHE[id(function)] = (function, plan)
+    return plan
+
+
+def async_copy_loops(function: Function) -> frozenset[int]:
+    """``id()`` of the loops of ``function`` lowered to ``cp.async``."""
+    return async_plan(function).loops
 
 
 def lower_async_copy(lowerer: FunctionLowerer, loop: For) -> None:
@@ -151,4 +213,25 @@ def wait_all(lowerer: FunctionLowerer) -> None:
     lowerer.builder.call(fn, [])
 
 
-__all__ = ["async_copy_loops", "lower_async_copy", "wait_all", "COPY_BYTES"]
+def before_barrier(lowerer: FunctionLowerer, barrier: Barrier) -> None:
+    """At a barrier of a kernel with async copies: commit the copies issued
+    since the last barrier as one group, then wait until at most the plan's
+    number of groups is in flight (``wait_all`` for none; nothing when no
+    read depends on this barrier)."""
+    plan = async_plan(lowerer.function)
+    if not plan.loops:
+        return
+    commit = lowerer.intrinsic("llvm.nvvm.cp.async.commit.group", ir.VoidType(), [])
+    lowerer.builder.call(commit, [])
+    in_flight = plan.pending.get(id(barrier))
+    if in_flight is None:
+        return
+    if in_flight == 0:
+        wait_all(lowerer)
+        return
+    wait = lowerer.intrinsic("llvm.nvvm.cp.async.wait.group", ir.VoidType(), [I32])
+    lowerer.builder.call(wait, [ir.Constant(I32, in_flight)])
+
+
+__all__ = ["async_copy_loops", "async_plan", "AsyncPlan", "before_barrier", "lower_async_copy",
+           "wait_all", "COPY_BYTES"]

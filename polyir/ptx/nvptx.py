@@ -177,8 +177,8 @@ class NvptxHooks(LoweringHooks):
 
     def lower_barrier(self, lowerer: FunctionLowerer, node: Barrier) -> None:
         b = lowerer.builder
-        if self.sm >= 80 and cpasync.async_copy_loops(lowerer.function):
-            cpasync.wait_all(lowerer)  # async tile copies land before anyone reads them
+        if self.sm >= 80:
+            cpasync.before_barrier(lowerer, node)  # async tile copies land before anyone reads them
         if llvm.llvm_version_info >= (20, 0, 0):
             fn = lowerer.intrinsic("llvm.nvvm.barrier.cta.sync.aligned.all", ir.VoidType(), [I32])
             b.call(fn, [ir.Constant(I32, 0)])

@@ -37,13 +37,16 @@ PAD_F32 = 4
 @dataclass(frozen=True)
 class TileConfig:
     """Block tile ``bm x bn x bk`` computed by ``warps_m x warps_n`` warps, each
-    warp a ``bm/warps_m x bn/warps_n`` tile of 16x16 MMA tiles."""
+    warp a ``bm/warps_m x bn/warps_n`` tile of 16x16 MMA tiles; ``stages``
+    shared-memory buffers of the A and B tiles (2: double buffering; more:
+    a deeper ``cp.async`` pipeline)."""
 
     bm: int
     bn: int
     bk: int
     warps_m: int
     warps_n: int
+    stages: int = 2
 
     def __post_init__(self) -> None:
         if self.bk % 16 or self.bk <= 0:
@@ -52,6 +55,8 @@ class TileConfig:
             if warps <= 0 or size <= 0 or size % (16 * warps):
                 raise CompileError(f"tile {what} size {size} is not a multiple of 16 x "
                                    f"{warps} warps")
+        if not 2 <= self.stages <= 8:
+            raise CompileError(f"{self.stages} pipeline stages: between 2 and 8 are supported")
 
     @property
     def warp_m(self) -> int:
@@ -71,8 +76,9 @@ class TileConfig:
         operands = (self.warp_m // 16) * 4 + (self.warp_n // 16) * 4
         return acc + operands + 40
 
-    def shared_bytes(self, element_bytes: int = 2, stages: int = 2, staged: bool = False) -> int:
-        """Shared memory per block: ``stages`` padded A and B tiles (the
+    def shared_bytes(self, element_bytes: int = 2, stages: int | None = None,
+                     staged: bool = False) -> int:
+        """Shared memory per block: ``stages`` (default: the config's) padded A and B tiles (the
         operands' layouts may transpose a tile; the larger padding counts),
         and with ``staged`` the f32 C staging tile (the register epilogue
         needs none: ``polyir.ptx.staging``)."""
@@ -80,10 +86,11 @@ class TileConfig:
         a = max(self.bm * (self.bk + pad), self.bk * (self.bm + pad)) * element_bytes
         b = max(self.bk * (self.bn + pad), self.bn * (self.bk + pad)) * element_bytes
         c = self.bm * (self.bn + PAD_F32) * 4
-        return stages * (a + b) + (c if staged else 0)
+        return (self.stages if stages is None else stages) * (a + b) + (c if staged else 0)
 
     def __str__(self) -> str:
-        return f"{self.bm}x{self.bn}x{self.bk} warps {self.warps_m}x{self.warps_n}"
+        text = f"{self.bm}x{self.bn}x{self.bk} warps {self.warps_m}x{self.warps_n}"
+        return text if self.stages == 2 else f"{text} stages {self.stages}"
 
 
 CANDIDATES = (

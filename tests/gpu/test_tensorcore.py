@@ -157,6 +157,8 @@ TILE = "gpu-tensorcore{tile=32,32,16 warps=2,1}"
     ("f16", "col", "col", False, "gpu-tensorcore{tile=32,32,32 warps=1,2}"),
     ("bf16", "row", "col", False, TILE),
     ("bf16", "col", "row", True, "gpu-tensorcore{tile=16,32,16 warps=1,1}"),
+    ("f16", "row", "col", False, "gpu-tensorcore{tile=32,32,16 warps=2,1 stages=3}"),
+    ("bf16", "col", "col", True, "gpu-tensorcore{tile=32,16,16 warps=1,1 stages=4}"),
 ])
 def test_mapped_matmul_equals_unmapped_with_partial_tiles(dtype, a_layout, b_layout, batch,
                                                           tile) -> None:
@@ -416,6 +418,8 @@ def _gpu_sm() -> int:
     ("f16", "col", "col", False, TILE),
     ("bf16", "row", "col", False, ""),
     ("bf16", "col", "row", True, "gpu-tensorcore{tile=64,64,32 warps=2,2}"),
+    ("f16", "row", "row", False, "gpu-tensorcore{tile=128,128,32 warps=2,2 stages=4}"),
+    ("bf16", "row", "col", True, "gpu-tensorcore{tile=64,128,32 warps=2,2 stages=3}"),
 ])
 def test_tensor_core_matmul_on_the_gpu(dtype, a_layout, b_layout, batch, tile) -> None:
     module = transform(parse(_matmul_ir(dtype, a_layout, b_layout, batch)), "mark-parallel")
@@ -472,3 +476,29 @@ def test_zero_and_tiny_sizes(m, n, k) -> None:
     arrays = [rng.integers(-3, 4, (m, n)).astype(np.float32),
               _small_ints((m, k), rng, "f16"), _small_ints((k, n), rng, "f16")]
     _check_equivalent(module, mapped, arrays, ("shuffle",))
+
+
+@pytest.mark.parametrize("stages", [2, 3, 4])
+def test_pipeline_stages_wait_for_each_copy_at_the_barrier_before_its_read(stages) -> None:
+    """An ``S``-stage pipeline: every loop barrier commits one group and keeps
+    ``S - 2`` in flight (each stage is read ``S - 1`` barriers after its copy
+    is issued); the prologue's last barrier waits for all."""
+    from polyir.ir.nodes import Barrier
+    from polyir.ptx.cpasync import async_plan
+
+    tile = f"gpu-tensorcore{{tile=64,64,32 warps=2,2 stages={stages}}}"
+    mapped = transform(parse(_matmul_ir("f16")), f"mark-parallel,{tile},gpu-map",
+                       target="cuda:sm_90")
+    kernel = next(f for f in mapped.functions if f.kind == "kernel")
+    plan = async_plan(kernel)
+    barriers = [n for n in walk_nodes(kernel.body) if isinstance(n, Barrier)]
+    assert len(barriers) == (stages - 1) + stages + 1   # prologue, K loop, before the epilogue
+    waits = [plan.pending.get(id(b)) for b in barriers]
+    assert waits[stages - 2] == 0                         # the pipeline is full
+    assert waits[stages - 1: 2 * stages - 1] == [stages - 2] * stages
+    assert len(plan.loops) == 2 * (2 * stages - 1)        # A and B copies, all asynchronous
+    ptx = compile_ir(mapped, cuda(90), pipeline="").ptx
+    assert ptx.count("cp.async.commit_group") == len(barriers)
+    if stages > 2:
+        assert f"cp.async.wait_group \t{stages - 2}" in ptx
+    assemble(ptx, ("sm_90",))
