@@ -195,7 +195,9 @@ def bench_elementwise(cp: Any, torch: Any, sm: int, n: int, reps: int) -> dict[s
         return torch.tanh(x * 2 + b) * torch.sigmoid(x) + torch.exp(-x * x)
 
     expected = eager()
-    error = float(((y - expected).abs() / (expected.abs() + 1e-6)).max())
+    # normwise: the sum cancels to ~0 at some x, where an elementwise relative
+    # error only measures the fast-math tanh's absolute error (~5e-4)
+    error = _rel_error(y, expected)
     return {"case": "elementwise", "shape": [n, n], "compile_s": compile_s,
             "polyir_ms": timed(cp, lambda: exe(y, x, b), reps), "peer": "torch eager",
             "peer_ms": timed(cp, eager, reps), "max_rel_error": error, "ok": error < 1e-3}

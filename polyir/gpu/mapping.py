@@ -252,7 +252,8 @@ def _outline_premapped(function: Function, nest: For, name: str, own_locals: lis
     body = (nest,)
     params = _kernel_params(function, body, own_locals)
     kernel = Function(name, tuple(params), body, tuple(own_locals), kind="kernel")
-    shared_total = sum(_buffer_bytes(b) for b in own_locals if b.space is MemorySpace.SHARED)
+    shared_total = sum(_buffer_bytes(b) for b in own_locals if b.space is MemorySpace.SHARED
+                       and b.name not in _register_staged(kernel, target))
     launch = Launch(name, (grid[0], grid[1], grid[2]), (block[0], block[1], block[2]),
                     tuple(p.name for p in params),
                     _dynamic_shared(shared_total, target, where))
@@ -388,11 +389,21 @@ def _outline(function: Function, group: tuple[Node, ...], name: str, own_locals:
     # Outermost to innermost: block.z .. block.x, thread.z .. thread.x.
 
     params = _kernel_params(function, body, kernel_locals)
-    shared_total = sum(_buffer_bytes(b) for b in kernel_locals if b.space is MemorySpace.SHARED)
     kernel = Function(name, tuple(params), body, tuple(kernel_locals), kind="kernel")
+    shared_total = sum(_buffer_bytes(b) for b in kernel_locals if b.space is MemorySpace.SHARED
+                       and b.name not in _register_staged(kernel, options.target))
     launch = Launch(name, (grid[0], grid[1], grid[2]), plan.block, tuple(p.name for p in params),
                     _dynamic_shared(shared_total, options.target, f"function '{function.name}'"))
     return kernel, launch, kept_local, nonempty
+
+
+def _register_staged(kernel: Function, target: Target) -> set[str]:
+    """The shared tiles of ``kernel`` that the NVPTX lowering keeps in
+    registers instead (``polyir.ptx.staging``): they take no shared memory."""
+    if target.kind != "cuda":
+        return set()
+    from polyir.ptx.staging import register_staged   # the backend's own rule
+    return set(register_staged(kernel, target.sm))
 
 
 def _dynamic_shared(total: int, target: Target, where: str) -> int:

@@ -280,7 +280,7 @@ def test_cp_async_only_where_the_thread_does_not_read_before_a_barrier(read, asy
                                              for i, c in enumerate(CANDIDATES)], ids=str)
 def test_every_tile_candidate_assembles_within_limits(config: TileConfig, dtype, sm) -> None:
     tile = f"gpu-tensorcore{{tile={config.bm},{config.bn},{config.bk} " \
-           f"warps={config.warps_m},{config.warps_n}}}"
+           f"warps={config.warps_m},{config.warps_n} stages={config.stages}}}"
     module = transform(parse(_matmul_ir(dtype, "row", "col")), "mark-parallel")
     target = cuda(sm)
     exe = compile_ir(module, target, pipeline=f"{tile},gpu-map")
