@@ -19,6 +19,8 @@
 #      elementwise, models at batch 1 vs eager and
 #      Inductor (saved after every case)                    -> OUTDIR/gpu_bench.json
 #   4. OUTDIR/summary.json (exit codes, timings); everything printed -> OUTDIR/gpu_check.log
+# GPU_CHECK_PROFILE=1 first profiles the 4096^3 f16 matmul kernel with Nsight Compute
+# (bench/gpu_profile.py -> OUTDIR/gpu_profile.txt).
 # GPU_CHECK_SWEEP=1 first runs the tile-configuration sweep of the f16 matmul
 # (bench/gpu_bench.py --sweep -> OUTDIR/gpu_sweep.json); GPU_CHECK_SKIP_BENCH=1 then stops.
 # Exit status 0 only when the GPU was usable and tests and benchmark passed.
@@ -78,6 +80,16 @@ timeout -k 10 "$TEST_S" "$PY" -m pytest -m gpu tests/gpu -q -rs -p no:cacheprovi
   --junitxml="$OUT/gpu_tests.xml"
 TEST_STATUS=$?
 T1=$(date +%s)
+
+if [ "${GPU_CHECK_PROFILE:-0}" = "1" ] && command -v ncu >/dev/null; then
+  echo "== Nsight Compute profile of the 4096^3 f16 matmul kernel"
+  timeout -k 10 180 ncu --clock-control none --kernel-name regex:mm_k0 --launch-skip 2 --launch-count 1 \
+    --section SpeedOfLight --section Occupancy --section LaunchStats --section SchedulerStats \
+    --section WarpStateStats --section MemoryWorkloadAnalysis --section InstructionStats \
+    --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
+    "$PY" bench/gpu_profile.py 4096 > "$OUT/gpu_profile.txt" 2>&1
+  echo "ncu exit $?"; tail -n 150 "$OUT/gpu_profile.txt"
+fi
 
 if [ "${GPU_CHECK_SWEEP:-0}" = "1" ]; then
   echo "== tile sweep (limit ${BENCH_S}s)"

@@ -87,6 +87,11 @@ if TYPE_CHECKING:
 MMA_KEYS = {DType.F16: "m16n16k16.f16.f32", DType.BF16: "m16n16k16.bf16.f32"}
 
 
+def _item_loop(e: str, t: str, total: int, threads: int, body: tuple[Node, ...]) -> For:
+    """Items ``0 .. total-1``, item ``e`` by thread ``e % threads``."""
+    return For(e, (Aff.var(t),), (Aff.const(total),), body, step=threads)
+
+
 def guarded_copy(tile: str, source: Operand, rows: int, cols: int, threads: int,
                  t: str, e: str, origin: tuple[Aff, Aff], extents: tuple[Aff, Aff],
                  lead: tuple[Aff, ...], names: set[str]) -> For:
@@ -100,7 +105,7 @@ def guarded_copy(tile: str, source: Operand, rows: int, cols: int, threads: int,
     guard = If((Constraint(g_row, "<", extents[0]), Constraint(g_col, "<", extents[1])),
                (Assign(claim_name("TC", names), tile, (r, c), load),),
                (Assign(claim_name("TZ", names), tile, (r, c), zero),))
-    return For(e, (Aff.var(t),), (Aff.const(rows * cols),), (guard,), step=threads)
+    return _item_loop(e, t, rows * cols, threads, (guard,))
 
 
 def gathered_copy(tile: str, conv: ImplicitGemm, role: str, rows: int, cols: int, threads: int,
@@ -121,7 +126,7 @@ def gathered_copy(tile: str, conv: ImplicitGemm, role: str, rows: int, cols: int
     guard = If((Constraint(g_row, "<", extents[0]), Constraint(g_col, "<", extents[1]), *inside),
                (Assign(claim_name("TC", names), tile, (r, c), Load(operand.buffer, indices)),),
                (Assign(claim_name("TZ", names), tile, (r, c), zero),))
-    return For(e, (Aff.var(t),), (Aff.const(rows * cols),), (guard,), step=threads)
+    return _item_loop(e, t, rows * cols, threads, (guard,))
 
 
 VECTOR = 8
@@ -153,10 +158,10 @@ def gathered_row_copy(tile: str, conv: ImplicitGemm, rows: int, cols: int, threa
     edge = For(v2, (Aff.const(0),), (Aff.const(VECTOR),), (
         If((Constraint(g_k, "<", extents[0]), Constraint(g_m + vv2, "<", extents[1]), *exists),
            (Assign(claim_name("TC", names), tile, (r, c + vv2), Load(conv.a.buffer, one)),),
-           (Assign(claim_name("TZ", names), tile, (r, c + vv2), zero),)),), unroll=VECTOR)
+           (Assign(claim_name("TZ", names), tile, (r, c + vv2), zero),)),), unroll=1)   # a loop: the cold edge path stays small
     chunk = If((Constraint(g_k, "<", extents[0]), Constraint(g_m + VECTOR, "<=", extents[1]),
                 *inside), (whole,), (edge,))
-    return For(e, (Aff.var(t),), (Aff.const(rows * per_row),), (chunk,), step=threads)
+    return _item_loop(e, t, rows * per_row, threads, (chunk,))
 
 
 def chunked_copy(tile: str, source: Operand, rows: int, cols: int, threads: int,
@@ -183,10 +188,34 @@ def chunked_copy(tile: str, source: Operand, rows: int, cols: int, threads: int,
         If((Constraint(g_row, "<", extents[0]), Constraint(g_col + vv2, "<", extents[1])),
            (Assign(claim_name("TC", names), tile, (r, c + vv2),
                    Load(source.buffer, (*lead, g_row, g_col + vv2))),),
-           (Assign(claim_name("TZ", names), tile, (r, c + vv2), zero),)),), unroll=VECTOR)
+           (Assign(claim_name("TZ", names), tile, (r, c + vv2), zero),)),), unroll=1)   # a loop: the cold edge path stays small
     chunk = If((Constraint(g_row, "<", extents[0]), Constraint(g_col + VECTOR, "<=", extents[1])),
                (whole,), (edge,))
-    return For(e, (Aff.var(t),), (Aff.const(rows * per_row),), (chunk,), step=threads)
+    return _item_loop(e, t, rows * per_row, threads, (chunk,))
+
+
+def split_copy(tile: str, source: Operand, rows: int, cols: int, threads: int, t: str,
+               e_hint: str, v_hint: str, origin: tuple[Aff, Aff], extents: tuple[Aff, Aff],
+               lead: tuple[Aff, ...], names: set[str]) -> If:
+    """:func:`chunked_copy` split by the whole tile (one uniform branch per
+    K tile): a tile inside ``extents`` (every tile but the edge ones) is
+    copied chunk by chunk with no bounds check, the others by the checked,
+    zero-filling copy."""
+    ev, vv = Aff.var(claim_name(e_hint, names)), claim_name(v_hint, names)
+    e = ev.terms[0][0]
+    assert isinstance(e, str)
+    item = ev
+    r, c = item // (cols // VECTOR), (item % (cols // VECTOR)) * VECTOR
+    whole = For(vv, (Aff.const(0),), (Aff.const(VECTOR),),
+                (Assign(claim_name("TC", names), tile, (r, c + Aff.var(vv)),
+                        Load(source.buffer, (*lead, origin[0] + r, origin[1] + c + Aff.var(vv)))),),
+                parallel=True, vectorize=VECTOR)
+    inside = (Constraint(origin[0] + rows, "<=", extents[0]),
+              Constraint(origin[1] + cols, "<=", extents[1]))
+    fast = _item_loop(e, t, rows * (cols // VECTOR), threads, (whole,))
+    checked = chunked_copy(tile, source, rows, cols, threads, t, claim_name(e_hint, names),
+                           claim_name(v_hint, names), origin, extents, lead, names)
+    return If(inside, (fast,), (checked,))
 
 
 def map_contraction(function: Function, contraction: Contraction | ImplicitGemm, config: TileConfig
@@ -239,12 +268,10 @@ def map_contraction(function: Function, contraction: Contraction | ImplicitGemm,
             return (a_copy,
                     gathered_copy(b_tiles[stage], contraction, "b", b_rows, b_cols, threads, t,
                                   claim_name("tc_eb", names), b_origin, b_ext, names))
-        return (chunked_copy(a_tiles[stage], a, a_rows, a_cols, threads, t,
-                             claim_name("tc_ea", names), claim_name("tc_va", names),
-                             a_origin, a_ext, a_lead, names),
-                chunked_copy(b_tiles[stage], b, b_rows, b_cols, threads, t,
-                             claim_name("tc_eb", names), claim_name("tc_vb", names),
-                             b_origin, b_ext, b_lead, names))
+        return (split_copy(a_tiles[stage], a, a_rows, a_cols, threads, t, "tc_ea", "tc_va",
+                           a_origin, a_ext, a_lead, names),
+                split_copy(b_tiles[stage], b, b_rows, b_cols, threads, t, "tc_eb", "tc_vb",
+                           b_origin, b_ext, b_lead, names))
 
     # warp tile: warp w = t // 32 at (w // warps_n, w % warps_n)
     warp = Aff.var(t) // 32

@@ -4,7 +4,8 @@ A loop ``for v = 0 to V parallel vectorize=V { S[.., c + v] = G[.., g + v] }``
 (``S`` a ``@shared`` buffer, ``G`` a global one, one dtype, ``V`` elements =
 16 bytes; ``polyir.gpu.tensorcore`` emits these for its tile copies) is
 lowered to one ``cp.async.cg.shared.global`` of 16 bytes when both addresses
-are 16-byte aligned at run time, else to the plain loop.
+are 16-byte aligned at run time, else to the plain loop (kept a loop, so that
+it stays out of the copy's straight-line code).
 
 A copy is asynchronous only when every read of its shared buffer that can
 follow it comes after a barrier (:func:`async_plan` follows the enclosing
@@ -23,7 +24,7 @@ ptr addrspace(1))``, ``llvm.nvvm.cp.async.commit.group()``,
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from llvmlite import ir
@@ -187,7 +188,9 @@ def async_copy_loops(function: Function) -> frozenset[int]:
 
 
 def lower_async_copy(lowerer: FunctionLowerer, loop: For) -> None:
-    """One ``cp.async`` of 16 bytes when both addresses are aligned, else the loop."""
+    """One ``cp.async`` of 16 bytes when both addresses are aligned, else the
+    loop, kept a loop (not unrolled): a branch skips it, where ``ptxas``
+    would issue an unrolled copy's predicated-off loads for every chunk."""
     b = lowerer.builder
     node = loop.body[0]
     assert isinstance(node, Assign) and isinstance(node.value, Load)
@@ -200,11 +203,11 @@ def lower_async_copy(lowerer: FunctionLowerer, loop: For) -> None:
                               ir.Constant(I64, 0))
     fn = lowerer.intrinsic("llvm.nvvm.cp.async.cg.shared.global.16", ir.VoidType(),
                            [dst.type, src.type])
-    with b.if_else(aligned) as (then, otherwise):
+    with b.if_else(aligned, likely=True) as (then, otherwise):
         with then:
             b.call(fn, [dst, src])
         with otherwise:
-            lowerer.lower_serial_loop(loop)
+            lowerer.lower_serial_loop(replace(loop, parallel=False, vectorize=1, unroll=1))
 
 
 def wait_all(lowerer: FunctionLowerer) -> None:

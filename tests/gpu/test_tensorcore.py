@@ -496,9 +496,26 @@ def test_pipeline_stages_wait_for_each_copy_at_the_barrier_before_its_read(stage
     waits = [plan.pending.get(id(b)) for b in barriers]
     assert waits[stages - 2] == 0                         # the pipeline is full
     assert waits[stages - 1: 2 * stages - 1] == [stages - 2] * stages
-    assert len(plan.loops) == 2 * (2 * stages - 1)        # A and B copies, all asynchronous
+    # A and B, each an unchecked copy (whole tiles) and a checked one: all asynchronous
+    assert len(plan.loops) == 2 * 2 * (2 * stages - 1)
     ptx = compile_ir(mapped, cuda(90), pipeline="").ptx
     assert ptx.count("cp.async.commit_group") == len(barriers)
     if stages > 2:
         assert f"cp.async.wait_group \t{stages - 2}" in ptx
     assemble(ptx, ("sm_90",))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("k", [100, 37])
+def test_rows_not_16_byte_aligned_take_the_plain_copy_on_the_gpu(k) -> None:
+    """K = 100 or 37 halves: rows of A start at 8-byte or 2-byte offsets, so
+    those chunks cannot be one ``cp.async`` of 16 bytes and take the plain
+    copy (the run-time alignment check); the result must not change."""
+    exe = compile_ir(parse(_matmul_ir("f16")), cuda(_gpu_sm()))
+    rng = np.random.default_rng(k)
+    a = _small_ints((130, k), rng, "f16")
+    b = _small_ints((k, 70), rng, "f16")
+    c = rng.integers(-3, 4, (130, 70)).astype(np.float32)
+    expected = c + a.astype(np.float64) @ b.astype(np.float64)
+    exe(c, a, b)
+    np.testing.assert_array_equal(c, expected)
