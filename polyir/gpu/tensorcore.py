@@ -194,6 +194,45 @@ def chunked_copy(tile: str, source: Operand, rows: int, cols: int, threads: int,
     return _item_loop(e, t, rows * per_row, threads, (chunk,))
 
 
+def gathered_chunk_copy(tile: str, conv: ImplicitGemm, rows: int, cols: int, threads: int,
+                        t: str, e_hint: str, v_hint: str, origin: tuple[Aff, Aff],
+                        extents: tuple[Aff, Aff], names: set[str]) -> If:
+    """The B tile (weights, ``[oc, k]``) of a convolution by 16-byte chunks
+    along ``k``: the weights are contiguous in ``k = (ic, kh, kw)``, so a
+    chunk is 8 consecutive elements (one ``cp.async``: ``polyir.ptx.cpasync``
+    folds the gather's subscripts into one offset). A tile inside
+    ``extents`` is copied with no checks; the others chunk by chunk, a chunk
+    across the edge element by element with zero-fill."""
+    per_row = cols // VECTOR
+
+    def chunks(checked: bool) -> For:
+        e, v = claim_name(e_hint, names), claim_name(v_hint, names)
+        ev, vv = Aff.var(e), Aff.var(v)
+        r, c = ev // per_row, (ev % per_row) * VECTOR
+        g_n, g_k = origin[0] + r, origin[1] + c
+        at, _ = conv.gather("b", g_n, g_k + vv)
+        whole = For(v, (Aff.const(0),), (Aff.const(VECTOR),),
+                    (Assign(claim_name("TC", names), tile, (r, c + vv), Load(conv.b.buffer, at)),),
+                    parallel=True, vectorize=VECTOR)
+        if not checked:
+            return _item_loop(e, t, rows * per_row, threads, (whole,))
+        v2 = claim_name(v_hint, names)
+        vv2 = Aff.var(v2)
+        one, _ = conv.gather("b", g_n, g_k + vv2)
+        zero = Cast(conv.b.dtype, Const(0.0, DType.F32))
+        edge = For(v2, (Aff.const(0),), (Aff.const(VECTOR),), (
+            If((Constraint(g_n, "<", extents[0]), Constraint(g_k + vv2, "<", extents[1])),
+               (Assign(claim_name("TC", names), tile, (r, c + vv2), Load(conv.b.buffer, one)),),
+               (Assign(claim_name("TZ", names), tile, (r, c + vv2), zero),)),), unroll=1)
+        chunk = If((Constraint(g_n, "<", extents[0]), Constraint(g_k + VECTOR, "<=", extents[1])),
+                   (whole,), (edge,))
+        return _item_loop(e, t, rows * per_row, threads, (chunk,))
+
+    inside = (Constraint(origin[0] + rows, "<=", extents[0]),
+              Constraint(origin[1] + cols, "<=", extents[1]))
+    return If(inside, (chunks(False),), (chunks(True),))
+
+
 def split_copy(tile: str, source: Operand, rows: int, cols: int, threads: int, t: str,
                e_hint: str, v_hint: str, origin: tuple[Aff, Aff], extents: tuple[Aff, Aff],
                lead: tuple[Aff, ...], names: set[str]) -> If:
@@ -265,9 +304,13 @@ def map_contraction(function: Function, contraction: Contraction | ImplicitGemm,
             ) if a.layout == "col" else gathered_copy(
                 a_tiles[stage], contraction, "a", a_rows, a_cols, threads, t,
                 claim_name("tc_ea", names), a_origin, a_ext, names)
-            return (a_copy,
-                    gathered_copy(b_tiles[stage], contraction, "b", b_rows, b_cols, threads, t,
-                                  claim_name("tc_eb", names), b_origin, b_ext, names))
+            b_copy = gathered_chunk_copy(
+                b_tiles[stage], contraction, b_rows, b_cols, threads, t, "tc_eb", "tc_vb",
+                b_origin, b_ext, names
+            ) if b.layout == "col" else gathered_copy(
+                b_tiles[stage], contraction, "b", b_rows, b_cols, threads, t,
+                claim_name("tc_eb", names), b_origin, b_ext, names)
+            return a_copy, b_copy
         return (split_copy(a_tiles[stage], a, a_rows, a_cols, threads, t, "tc_ea", "tc_va",
                            a_origin, a_ext, a_lead, names),
                 split_copy(b_tiles[stage], b, b_rows, b_cols, threads, t, "tc_eb", "tc_vb",

@@ -59,6 +59,16 @@ def _wrap(expr: Aff) -> str:
     return text if simple or (not expr.terms) else f"({text})"
 
 
+def _merged_floordiv(expr: Aff, divisor: int) -> Aff:
+    """``expr // divisor``, merged into ``expr``'s own floor division when
+    ``expr`` is exactly one (``(e // a) // b == e // (a*b)`` for ``a, b > 0``)."""
+    if expr.constant == 0 and len(expr.terms) == 1:
+        (atom, c), = expr.terms
+        if c == 1 and isinstance(atom, FloorDiv):
+            return atom.expr // (atom.divisor * divisor)
+    return expr // divisor
+
+
 @dataclass(frozen=True)
 class Aff:
     """A canonical affine expression ``sum(coeff * atom) + constant``."""
@@ -192,6 +202,27 @@ class Aff:
 
     def rename(self, mapping: Mapping[str, str]) -> Aff:
         return self.substitute({old: Aff.var(new) for old, new in mapping.items()})
+
+    def expanded(self) -> Aff:
+        """The same value with every ``e % d`` written ``e - d*(e // d)`` and
+        nested floor divisions merged (``(e // a) // b == e // (a*b)``), so
+        that digit sums cancel: ``(k // 9)*9 + ((k // 3) % 3)*3 + k % 3`` is
+        ``k`` (the address of a gathered element, ``polyir.llvm.lower``)."""
+        result = Aff.const(self.constant)
+        for atom, c in self.terms:
+            if isinstance(atom, str):
+                result = result + Aff.var(atom) * c
+            elif isinstance(atom, FloorDiv):
+                result = result + _merged_floordiv(atom.expr.expanded(), atom.divisor) * c
+            else:
+                inner = atom.expr.expanded()
+                result = result + (inner - _merged_floordiv(inner, atom.divisor) * atom.divisor) * c
+        return result
+
+    def atom_count(self) -> int:
+        """How many floordiv/mod atoms the expression holds, nested ones included."""
+        return sum(0 if isinstance(atom, str) else 1 + atom.expr.atom_count()
+                   for atom, _ in self.terms)
 
     # -- printing ---------------------------------------------------------
     def __str__(self) -> str:

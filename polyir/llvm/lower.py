@@ -410,13 +410,17 @@ class FunctionLowerer(ExprLowering):
                                f"{buffer.rank}, subscripted with {len(indices)} indices")
         if not indices:
             return binding.pointer
+        storage = self.hooks.storage_type(buffer.dtype)
+        flat = _flat_offset(indices, binding.strides)
+        if flat is not None:
+            return self.builder.gep(binding.pointer, [self.aff(flat)], inbounds=True,
+                                    source_etype=storage)
         offset: ir.Value | None = None
         for index, stride in zip(indices, binding.strides, strict=True):
             value = self.index_value(index)
             if not (isinstance(stride, ir.Constant) and stride.constant == 1):
                 value = self._mul_nsw(value, stride)
             offset = value if offset is None else self._add_nsw(offset, value)
-        storage = self.hooks.storage_type(buffer.dtype)
         return self.builder.gep(binding.pointer, [offset], inbounds=True, source_etype=storage)
 
     def load(self, name: str, indices: Sequence[object]) -> ir.Value:
@@ -641,6 +645,26 @@ def function_type(function: Function, hooks: LoweringHooks) -> ir.FunctionType:
         else:
             arg_types.append(extras[slot.name])
     return ir.FunctionType(I32 if hooks.returns_status else ir.VoidType(), arg_types)
+
+
+def _flat_offset(indices: Sequence[object], strides: Sequence[ir.Value]) -> Aff | None:
+    """The element offset ``sum(index * stride)`` as one affine expression when
+    the strides are constants and folding it (:meth:`Aff.expanded`) leaves
+    fewer floor divisions and remainders than the subscripts hold: a gather
+    such as ``w[n, k // 9, (k // 3) % 3, k % 3]`` of a contiguous buffer is
+    then addressed as ``w + 9*C*n + k``. ``None``: address subscript by subscript."""
+    if not all(isinstance(i, Aff) for i in indices) or \
+            not all(isinstance(s, ir.Constant) for s in strides):
+        return None
+    affs = [i for i in indices if isinstance(i, Aff)]
+    atoms = sum(i.atom_count() for i in affs)
+    if atoms == 0:
+        return None
+    flat = Aff.const(0)
+    for index, stride in zip(affs, strides, strict=True):
+        flat = flat + index * int(stride.constant)
+    flat = flat.expanded()
+    return flat if flat.atom_count() < atoms else None
 
 
 def lower_function(llvm_module: ir.Module, function: Function, hooks: LoweringHooks,

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from polyir.ir.affine import Aff
-from polyir.ir.nodes import Assign, Barrier, For, FragmentLoad, Function, If, Load, Node
+from polyir.ir.nodes import Assign, Barrier, Buffer, For, FragmentLoad, Function, If, Load, Node
 from polyir.ir.types import MemorySpace
 from polyir.ir.walk import node_exprs, walk_expr, walk_nodes
 from polyir.llvm.hooks import I32, I64
@@ -59,15 +59,34 @@ def _pattern(function: Function, loop: For) -> Assign | None:
         return None
     if _ELEMENT_BYTES.get(str(dst.dtype), 0) * loop.vectorize != COPY_BYTES:
         return None
-    for indices in (node.indices, node.value.indices):
-        if not indices or not all(isinstance(i, Aff) for i in indices):
-            return None
-        *lead, last = indices
-        if any(loop.var in i.variables() for i in lead if isinstance(i, Aff)):
-            return None
-        if not isinstance(last, Aff) or last.coefficient(loop.var) != 1:
+    for indices, buffer in ((node.indices, dst), (node.value.indices, src)):
+        affs = tuple(i for i in indices if isinstance(i, Aff))
+        if not affs or len(affs) != len(indices) or not _contiguous(affs, buffer, loop.var):
             return None
     return node
+
+
+def _linear_in(expr: Aff, var: str) -> bool:
+    """``expr`` is ``var`` plus terms free of it (coefficient 1, never under // or %)."""
+    return expr.coefficient(var) == 1 and all(
+        isinstance(atom, str) or var not in atom.expr.variables() for atom, _ in expr.terms)
+
+
+def _contiguous(indices: tuple[Aff, ...], buffer: Buffer, var: str) -> bool:
+    """Whether consecutive values of ``var`` address consecutive elements of
+    ``buffer`` (row-major): ``var`` only in the last subscript, or, for a
+    buffer of constant shape, in the folded element offset (a gather such as
+    ``w[n, (k+v) // 9, ((k+v) // 3) % 3, (k+v) % 3]``, :meth:`Aff.expanded`)."""
+    *lead, last = indices
+    if not any(var in i.variables() for i in lead) and _linear_in(last, var):
+        return True
+    if not all(d.is_constant for d in buffer.shape):
+        return False
+    flat, stride = Aff.const(0), 1
+    for index, dim in zip(reversed(indices), reversed(buffer.shape), strict=True):
+        flat = flat + index * stride
+        stride *= dim.constant
+    return _linear_in(flat.expanded(), var)
 
 
 def _reads(nodes: Sequence[Node], name: str) -> bool:

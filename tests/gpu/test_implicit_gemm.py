@@ -102,14 +102,22 @@ RESNET = [  # (c, h, oc, k, stride, pad) at batch 1: ResNet-50 layers
 @pytest.mark.parametrize("sm", [80, 90])
 @pytest.mark.parametrize("layer", RESNET, ids=str)
 def test_resnet_convolutions_assemble_within_limits(layer, sm) -> None:
+    from polyir.ptx.cpasync import _pattern, async_plan
+
     c, h, oc, k, stride, pad = layer
     module = _prepared(conv_ir(1, c, h, h, oc, k, stride, pad))
     target = cuda(sm)
     exe = compile_ir(module, target)
     assert ".extern .func llvm." not in exe.ptx
     assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in exe.ptx
-    # stride 1: A is packed by 16-byte chunks of one output row, asynchronously
-    assert ("cp.async.cg.shared.global" in exe.ptx) is (stride == 1)
+    # the weights (B) go by 16-byte chunks along k, asynchronously; with
+    # stride 1, A too (chunks of one output row)
+    assert "cp.async.cg.shared.global" in exe.ptx
+    kernel = next(f for f in exe.ir.functions if f.kind == "kernel")
+    plan = async_plan(kernel)
+    tiles = {_pattern(kernel, n).buffer for n in walk_nodes(kernel.body)
+             if isinstance(n, For) and id(n) in plan.loops}
+    assert {t.rstrip("0123456789")[-3:] for t in tiles} == ({"_As", "_Bs"} if stride == 1 else {"_Bs"})
     (usage,) = resource_usage(exe.ptx, f"sm_{sm}").values()
     assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, usage
     assert usage["registers"] <= min(255, target.max_registers_per_thread)
