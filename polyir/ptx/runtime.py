@@ -63,6 +63,19 @@ class _Argument:
     bf16_source: Any = None   # CuPy float32 array that a bf16 device copy stands for
 
 
+@dataclass(frozen=True)
+class _LaunchPlan:
+    """The call-independent part of one launch: the loaded kernel, its block,
+    where its symbols come from, and its parameter slots in order."""
+
+    launch: Launch
+    function: Any
+    block: tuple[int, ...]
+    symbols: list[tuple[str, str]]              # kernel symbol <- entry symbol
+    shape_symbols: list[tuple[str, str, int]]   # kernel symbol <- dimension k of an entry buffer
+    slots: list[tuple[bool, str]]               # (buffer?, entry buffer or kernel symbol name)
+
+
 class CudaProgram:
     """A loaded PTX module plus the host function that launches its kernels."""
 
@@ -79,6 +92,7 @@ class CudaProgram:
                 raise DeviceError(f"function '{self.entry.name}': host code other than "
                                   f"launches cannot run on the CUDA runtime ({type(node).__name__})")
         self._functions: dict[str, Any] = {}
+        self._launch_plans: dict[int, _LaunchPlan] = {}
         # RawModule(code=...) means CUDA C++ for NVRTC; PTX is loaded from a file.
         # Loading is lazy in CuPy, so every kernel is fetched before the file goes.
         with tempfile.TemporaryDirectory(prefix="polyir-ptx-") as folder:
@@ -106,6 +120,11 @@ class CudaProgram:
 
     # ------------------------------------------------------------ calling
     def __call__(self, *args: Any) -> None:
+        """Run the entry function on ``args`` (see the module docstring).
+
+        Launches go to CuPy's current stream and the call returns without
+        waiting for them, unless some argument has a host copy to update
+        (numpy arrays, torch CPU tensors): then it synchronises and copies back."""
         cp = self.cupy
         buffers, symbols = self._bind(args)
         if self.bounds is not None and self.bounds.needed:
@@ -114,9 +133,10 @@ class CudaProgram:
             shape = tuple(d.evaluate(symbols) for d in local.shape)
             buffers[local.name] = _Argument(cp.zeros(shape, dtype=_device_dtype(local.dtype)))
         self._run_host(self.entry.body, buffers, symbols)
-        cp.cuda.get_current_stream().synchronize()
+        if any(arg.host is not None for arg in buffers.values()):
+            cp.cuda.get_current_stream().synchronize()
         for arg in buffers.values():
-            if arg.bf16_source is not None:
+            if arg.bf16_source is not None:   # device to device: stays in stream order
                 widened = (arg.device.astype(cp.uint32) << 16).view(cp.float32)
                 arg.bf16_source[...] = widened
                 if arg.host is not None:
@@ -134,36 +154,52 @@ class CudaProgram:
             else:
                 self._run_host(node.else_body, buffers, symbols)
 
+    def _launch_plan(self, launch: Launch) -> _LaunchPlan:
+        """What a launch needs that does not change between calls (cached per launch)."""
+        plan = self._launch_plans.get(id(launch))
+        if plan is not None and plan.launch is launch:
+            return plan
+        kernel = self.module.function(launch.kernel)
+        by_param = dict(zip((p.name for p in kernel.params), launch.args, strict=False))
+        symbols = [(p.name, by_param[p.name]) for p in kernel.params if isinstance(p, Symbol)]
+        shape_symbols = []   # symbols that only appear in kernel parameter shapes
+        for param in kernel.params:
+            if isinstance(param, Buffer):
+                for k, dim in enumerate(param.shape):
+                    if len(dim.terms) == 1 and dim.terms[0][1] == 1 and dim.constant == 0 \
+                            and isinstance(dim.terms[0][0], str):
+                        shape_symbols.append((dim.terms[0][0], by_param[param.name], k))
+        slots = []
+        for slot in self.kernels[launch.kernel].params:
+            if slot.kind not in ("buffer", "symbol"):
+                raise DeviceError(f"kernel '{launch.kernel}': unexpected extra parameter {slot.name}")
+            slots.append((slot.kind == "buffer", by_param[slot.name] if slot.kind == "buffer"
+                          else slot.name))
+        plan = _LaunchPlan(launch, self.function(launch.kernel, launch.shared_bytes),
+                           tuple(launch.block), symbols, shape_symbols, slots)
+        self._launch_plans[id(launch)] = plan
+        return plan
+
     def _launch(self, launch: Launch, buffers: dict[str, _Argument], symbols: dict[str, int]) -> None:
         grid = tuple(int(g.evaluate(symbols)) for g in launch.grid)
         if min(grid) <= 0:
             return
-        kernel = self.module.function(launch.kernel)
-        lowered = self.kernels[launch.kernel]
-        by_param = dict(zip((p.name for p in kernel.params), launch.args, strict=False))
-        env: dict[str, int] = {}
-        for param in kernel.params:
-            if isinstance(param, Symbol):
-                env[param.name] = symbols[by_param[param.name]]
-        for param in kernel.params:  # symbols that only appear in kernel parameter shapes
-            if isinstance(param, Buffer):
-                array = buffers[by_param[param.name]].device
-                for dim, size in zip(param.shape, array.shape, strict=False):
-                    if len(dim.terms) == 1 and dim.terms[0][1] == 1 and dim.constant == 0 \
-                            and isinstance(dim.terms[0][0], str):
-                        env.setdefault(dim.terms[0][0], int(size))
+        plan = self._launch_plan(launch)
+        env = {name: symbols[value] for name, value in plan.symbols}
+        for name, buffer, k in plan.shape_symbols:
+            if name not in env:
+                shape = buffers[buffer].device.shape
+                if k < len(shape):
+                    env[name] = int(shape[k])
         values: list[Any] = []
-        for slot in lowered.params:
-            if slot.kind == "buffer":
-                device = buffers[by_param[slot.name]].device
+        for is_buffer, name in plan.slots:
+            if is_buffer:
+                device = buffers[name].device
                 values.append(device.pointer if isinstance(device, _TorchBF16) else device)
-            elif slot.kind == "symbol":
-                values.append(np.int64(env[slot.name]))
             else:
-                raise DeviceError(f"kernel '{launch.kernel}': unexpected extra parameter {slot.name}")
-        fn = self.function(launch.kernel, launch.shared_bytes)
+                values.append(np.int64(env[name]))
         try:
-            fn(grid, tuple(launch.block), tuple(values), shared_mem=launch.shared_bytes)
+            plan.function(grid, plan.block, tuple(values), shared_mem=launch.shared_bytes)
         except Exception as error:
             raise DeviceError(f"launch of kernel '{launch.kernel}' grid {grid} block "
                               f"{launch.block} failed: {error}") from None
