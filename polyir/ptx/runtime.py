@@ -6,7 +6,9 @@ sequence of ``Launch`` nodes, on the current CUDA device:
 
 * CuPy arrays are used in place; torch CUDA tensors too (through
   ``__cuda_array_interface__``, no copy); numpy arrays (and torch CPU tensors)
-  are copied to the device and, when the program writes them, back.
+  are copied to the device and back after the launches.
+* Launches go to CuPy's current stream. Only a call with such host copies
+  synchronises; one on device arrays alone returns while its kernels run.
 * bf16 buffers are 16-bit on the device; float32 host/CuPy arrays given for
   them are converted (rounded to bfloat16) on the way in and widened on the way
   out; torch ``bfloat16`` CUDA tensors are used in place.
@@ -93,6 +95,12 @@ class CudaProgram:
                                   f"launches cannot run on the CUDA runtime ({type(node).__name__})")
         self._functions: dict[str, Any] = {}
         self._launch_plans: dict[int, _LaunchPlan] = {}
+        # each buffer parameter: (name, rank, its dimensions (k, size expression))
+        self._shapes = [(p.name, p.rank, list(enumerate(p.shape)))
+                        for p in self.entry.params if isinstance(p, Buffer)]
+        # the dimensions that define a size symbol by themselves: (k, symbol)
+        self._shapes_define = {p.name: _defining_dimensions(p)
+                               for p in self.entry.params if isinstance(p, Buffer)}
         # RawModule(code=...) means CUDA C++ for NVRTC; PTX is loaded from a file.
         # Loading is lazy in CuPy, so every kernel is fetched before the file goes.
         with tempfile.TemporaryDirectory(prefix="polyir-ptx-") as folder:
@@ -165,10 +173,8 @@ class CudaProgram:
         shape_symbols = []   # symbols that only appear in kernel parameter shapes
         for param in kernel.params:
             if isinstance(param, Buffer):
-                for k, dim in enumerate(param.shape):
-                    if len(dim.terms) == 1 and dim.terms[0][1] == 1 and dim.constant == 0 \
-                            and isinstance(dim.terms[0][0], str):
-                        shape_symbols.append((dim.terms[0][0], by_param[param.name], k))
+                for k, name in _defining_dimensions(param):
+                    shape_symbols.append((name, by_param[param.name], k))
         slots = []
         for slot in self.kernels[launch.kernel].params:
             if slot.kind not in ("buffer", "symbol"):
@@ -220,31 +226,23 @@ class CudaProgram:
                                                    f"{entry.name}: argument {position}")
             else:
                 buffers[param.name] = self._device_argument(param, value, position)
-        for param in entry.params:
-            if isinstance(param, Buffer):
-                shape = buffers[param.name].device.shape
-                if len(shape) != param.rank:
-                    raise ArgumentError(f"{entry.name}: '{param.name}' has rank {len(shape)}, "
-                                        f"expected {param.rank}")
-                for dim, size in zip(param.shape, shape, strict=False):
-                    if dim.is_constant:
-                        continue
-                    names = dim.variables()
-                    if len(dim.terms) == 1 and dim.terms[0] == (next(iter(names)), 1) \
-                            and dim.constant == 0:
-                        symbols.setdefault(next(iter(names)), int(size))
-        for param in entry.params:
-            if isinstance(param, Buffer):
-                shape = buffers[param.name].device.shape
-                for k, (dim, size) in enumerate(zip(param.shape, shape, strict=False)):
-                    try:
-                        expected = dim.evaluate(symbols)
-                    except KeyError as missing:
-                        raise ArgumentError(f"{entry.name}: size symbol {missing} of "
-                                            f"'{param.name}' is not defined by any argument") from None
-                    if expected != size:
-                        raise ArgumentError(f"{entry.name}: '{param.name}' dimension {k} is {size}, "
-                                            f"expected {dim} = {expected}")
+        for name, rank, _ in self._shapes:
+            shape = buffers[name].device.shape
+            if len(shape) != rank:
+                raise ArgumentError(f"{entry.name}: '{name}' has rank {len(shape)}, expected {rank}")
+            for k, symbol in self._shapes_define[name]:
+                symbols.setdefault(symbol, int(shape[k]))
+        for name, _, dims in self._shapes:
+            shape = buffers[name].device.shape
+            for k, dim in dims:
+                try:
+                    expected = dim.evaluate(symbols)
+                except KeyError as missing:
+                    raise ArgumentError(f"{entry.name}: size symbol {missing} of "
+                                        f"'{name}' is not defined by any argument") from None
+                if expected != shape[k]:
+                    raise ArgumentError(f"{entry.name}: '{name}' dimension {k} is {shape[k]}, "
+                                        f"expected {dim} = {expected}")
         return buffers, symbols
 
     def _device_argument(self, param: Buffer, value: Any, position: int) -> _Argument:
@@ -294,6 +292,19 @@ class _TorchBF16:
     def pointer(self) -> np.uint64:
         """The device address, as the 64-bit kernel parameter CuPy passes by value."""
         return np.uint64(self.tensor.data_ptr())
+
+
+def _defining_dimensions(param: Buffer) -> list[tuple[int, str]]:
+    """``(k, symbol)`` for each dimension of ``param`` that is a size symbol alone
+    (so an array's shape defines the symbol)."""
+    found = []
+    for k, dim in enumerate(param.shape):
+        if len(dim.terms) != 1 or dim.constant != 0:
+            continue
+        atom, coefficient = dim.terms[0]
+        if coefficient == 1 and isinstance(atom, str):
+            found.append((k, atom))
+    return found
 
 
 def _device_dtype(dtype: DType) -> np.dtype:
