@@ -12,7 +12,9 @@
    verify it, run the pass pipeline, build it with ``polyir.driver.build``.
 4. Call: tensors go to the executable as numpy views (no copies for
    contiguous CPU tensors; bf16 goes through float32), outputs are allocated
-   as torch tensors and returned in the model's output structure.
+   as torch tensors and returned in the model's output structure. With
+   ``target="cuda"`` and CUDA inputs everything stays on the device
+   (:mod:`polyir.frontends.fxdevice`).
 
 Each distinct combination of input shapes and dtypes gets its own compiled
 plan (a cache keyed by them), so a call never runs code compiled for other
@@ -236,6 +238,8 @@ class Plan:
             if isinstance(step, Eager):
                 args = torch.fx.node.map_arg(step.node.args, env.__getitem__)
                 kwargs = torch.fx.node.map_arg(step.node.kwargs, env.__getitem__)
+                if on_device is not None and isinstance(kwargs.get("device"), torch.device):
+                    kwargs = {**kwargs, "device": on_device.device}  # traced on the CPU
                 target: Any = step.node.target
                 with torch.no_grad():
                     env[step.node] = target(*args, **kwargs)

@@ -16,6 +16,9 @@ A call decides its placement from its tensor inputs:
 All launches of a device call go to torch's current stream (CuPy's current
 stream is made that stream for the call, see :meth:`CudaTensors.stream`), so
 they are ordered with the eager steps and with what the caller runs next.
+Handing a tensor to CuPy does not synchronise either: torch exports
+``__cuda_array_interface__`` version 2, without the stream that would make
+CuPy wait on it.
 
 :class:`CudaTensors` is the one place that recognises, allocates and moves
 CUDA tensors; tests without a GPU give a compiled model a stand-in

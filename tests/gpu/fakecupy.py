@@ -119,9 +119,35 @@ class _Stream:
         counts["synchronize"] += 1
 
 
+class _Context:
+    """``cupy.cuda.Device(i)`` / ``ExternalStream(ptr)``: records being entered."""
+
+    entered: list[tuple[str, int]] = []
+
+    def __init__(self, value: int):
+        self.value = value
+
+    def __enter__(self) -> _Context:
+        _Context.entered.append((type(self).__name__, self.value))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+class Device(_Context):
+    pass
+
+
+class ExternalStream(_Context, _Stream):
+    pass
+
+
 cuda = types.SimpleNamespace(
     runtime=types.SimpleNamespace(getDeviceCount=lambda: 1),
     get_current_stream=lambda: _Stream(),
+    Device=Device,
+    ExternalStream=ExternalStream,
 )
 uint32 = np.uint32
 uint16 = np.uint16

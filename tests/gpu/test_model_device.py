@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import sys
+import types
 
 import pytest
 import torch
@@ -17,7 +18,7 @@ import polyir
 from polyir.errors import ArgumentError
 from polyir.frontends.demo_models import SmallCNN
 from polyir.frontends.fx import CompiledModel, PolyirFallbackWarning
-from polyir.frontends.fxdevice import DeviceCopies
+from polyir.frontends.fxdevice import CudaTensors, DeviceCopies
 from tests.gpu import fakecupy
 from tests.gpu.fakedevice import FakeCudaTensors
 
@@ -152,6 +153,26 @@ def test_device_weights_with_host_inputs_name_the_weight(on_fake_device) -> None
         compiled(x)
 
 
+def test_cupy_launches_on_torchs_current_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The legacy default stream (handle 0) is CuPy's default too: only the
+    device is set; another stream is wrapped once as an ExternalStream."""
+    monkeypatch.setitem(sys.modules, "cupy", fakecupy)
+    monkeypatch.setattr(fakecupy._Context, "entered", [])
+    handle = {"value": 0}
+    monkeypatch.setattr(torch.cuda, "current_stream",
+                        lambda device=None: types.SimpleNamespace(cuda_stream=handle["value"]))
+    tensors = CudaTensors()
+    with tensors.stream(torch.device("cuda", 1)):
+        pass
+    assert fakecupy._Context.entered == [("Device", 1)]
+    handle["value"] = 0x5000
+    for _ in range(2):
+        with tensors.stream(torch.device("cuda", 0)):
+            pass
+    assert fakecupy._Context.entered[1:] == [("Device", 0), ("ExternalStream", 0x5000)] * 2
+    assert len(tensors._streams) == 1
+
+
 # ------------------------------------------------------------------ real GPU
 @pytest.mark.gpu
 @pytest.mark.parametrize("weights_on_gpu", [True, False])
@@ -181,3 +202,17 @@ def test_small_cnn_on_cuda_tensors_matches_eager() -> None:
     out = compiled(x)
     assert out.is_cuda and out.device == x.device
     torch.testing.assert_close(out, expected, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.gpu
+def test_launches_follow_torchs_current_stream() -> None:
+    model = TinyMLP().eval().cuda()
+    x = torch.randn(256, 8, device="cuda")
+    compiled = polyir.compile(model, (x,), target="cuda")
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.no_grad(), torch.cuda.stream(stream):
+        out = compiled(x)
+        expected = model(x)
+    stream.synchronize()
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
