@@ -223,10 +223,12 @@ class Plan:
                    on_device: _OnDevice | None) -> Any:
         env: dict[torch.fx.Node, Any] = dict(self._constants)
         if on_device is not None:
-            state = [on_device.copies.get(tensor, on_device.device) for tensor in state]
+            copies, device = on_device.copies, on_device.device
+            state = [copies.get(name, tensor, device)
+                     for name, tensor in zip(self.captured.state_names, state, strict=True)]
             for node, value in env.items():
                 if isinstance(value, torch.Tensor):
-                    env[node] = on_device.copies.get(value, on_device.device)
+                    env[node] = copies.get(f"constant {node.name}", value, device)
         for node, value in zip(self._placeholders, list(tensors) + list(state), strict=True):
             env[node] = value
         dynamic = self.captured.dynamic

@@ -84,7 +84,7 @@ class CudaTensors:
 
 @dataclass
 class _Copy:
-    source: torch.Tensor   # kept alive, so its id is not reused
+    source: torch.Tensor   # the host tensor copied (compared by identity)
     version: int
     device: torch.device
     copy: torch.Tensor
@@ -93,22 +93,24 @@ class _Copy:
 class DeviceCopies:
     """Device copies of host tensors a model reads at every call (parameters,
     buffers, graph constants), made on first use and reused while the host
-    tensor is unchanged."""
+    tensor is unchanged. One copy per name: a tensor replaced under its name
+    replaces its copy."""
 
     def __init__(self, tensors: CudaTensors) -> None:
         self.tensors = tensors
-        self._copies: dict[int, _Copy] = {}
+        self._copies: dict[str, _Copy] = {}
 
-    def get(self, tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
-        """``tensor`` on ``device``: itself when it is there, else its copy."""
+    def get(self, name: str, tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+        """``tensor`` (the model's ``name``) on ``device``: itself when it is
+        there, else its copy, uploaded now if the copy is missing or stale."""
         if self.tensors.on_device(tensor):
             return tensor
-        known = self._copies.get(id(tensor))
+        known = self._copies.get(name)
         version = tensor._version
         if known is None or known.source is not tensor or known.version != version \
                 or known.device != device:
             known = _Copy(tensor, version, device, self.tensors.upload(tensor, device))
-            self._copies[id(tensor)] = known
+            self._copies[name] = known
         return known.copy
 
 

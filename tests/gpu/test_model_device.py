@@ -105,6 +105,9 @@ def test_a_changed_weight_is_uploaded_again(on_fake_device) -> None:
     torch.testing.assert_close(compiled(x_device), model(x).detach(), rtol=1e-5, atol=1e-5)
     assert _uploads_of(fake, [model.fc2.weight]) == 2
     assert _uploads_of(fake, [model.fc1.weight, model.fc1.bias, model.fc2.bias]) == 3
+    model.fc1.bias = nn.Parameter(torch.randn(16), requires_grad=False)   # replaced
+    torch.testing.assert_close(compiled(x_device), model(x), rtol=1e-5, atol=1e-5)
+    assert _uploads_of(fake, [model.fc1.bias]) == 1 and len(fake.uploads) == 6
 
 
 def test_no_synchronisation_between_segments_on_the_device(on_fake_device) -> None:
