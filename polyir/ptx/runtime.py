@@ -11,7 +11,8 @@ sequence of ``Launch`` nodes, on the current CUDA device:
   synchronises; one on device arrays alone returns while its kernels run.
 * bf16 buffers are 16-bit on the device; float32 host/CuPy arrays given for
   them are converted (rounded to bfloat16) on the way in and widened on the way
-  out; torch ``bfloat16`` CUDA tensors are used in place.
+  out; torch ``bfloat16`` CUDA tensors, and uint16 CuPy arrays (bf16 bits),
+  are used in place.
 * Host-function locals become zero-filled device arrays.
 * A launch whose grid has a dimension <= 0 runs nothing.
 * The PTX is loaded with ``cupy.RawModule(path=...)`` (``code=`` would be CUDA
@@ -260,10 +261,10 @@ class CudaProgram:
         if isinstance(value, (numbers.Number, np.generic)) and param.rank == 0:
             value = np.asarray(value, dtype=param.dtype.numpy)
         if isinstance(value, cp.ndarray):
-            if param.dtype is DType.BF16:
+            if param.dtype is DType.BF16 and np.dtype(value.dtype) != expected:
                 _check_dtype(value.dtype, np.dtype(np.float32), name)
                 return _Argument(_to_bf16_bits(cp, value), bf16_source=value)
-            _check_dtype(value.dtype, expected, name)
+            _check_dtype(value.dtype, expected, name)   # uint16 for bf16: its bits, in place
             if not value.flags.c_contiguous:
                 raise ArgumentError(f"{name}: device arrays must be C-contiguous")
             return _Argument(value)

@@ -12,6 +12,7 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from polyir.frontends.fxdevice import CudaTensors
@@ -52,6 +53,8 @@ class FakeCudaTensors(CudaTensors):
 
     def argument(self, tensor: torch.Tensor) -> Any:
         assert self.on_device(tensor), "a host tensor given to a device segment"
+        if tensor.dtype == torch.bfloat16:   # CuPy has no bfloat16: its bits, as uint16
+            return tensor.detach().view(torch.int16).numpy().view(np.uint16).view(fakecupy.ndarray)
         return tensor.detach().numpy().view(fakecupy.ndarray)
 
     @contextlib.contextmanager

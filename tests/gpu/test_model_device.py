@@ -128,6 +128,17 @@ def test_no_synchronisation_between_segments_on_the_device(on_fake_device) -> No
     assert _uploads_of(fake, parameters) == len(parameters)
 
 
+def test_bf16_stays_bf16_on_the_device(on_fake_device) -> None:
+    model = TinyMLP().eval().to(torch.bfloat16)
+    x = torch.randn(3, 8, dtype=torch.bfloat16)
+    compiled, fake = on_fake_device(model, x)
+    out = compiled(fake.to_device(x))
+    assert fake.on_device(out) and out.dtype == torch.bfloat16
+    assert sum(fakecupy.counts.values()) == 0   # no float32 detour through the host
+    torch.testing.assert_close(out, compiled(x), rtol=0, atol=0)   # as the host path computes it
+    torch.testing.assert_close(out, model(x), rtol=2e-2, atol=2e-2)
+
+
 def test_host_inputs_keep_the_host_path(on_fake_device) -> None:
     model = TinyMLP().eval()
     x = torch.randn(3, 8)
