@@ -12,7 +12,9 @@
    verify it, run the pass pipeline, build it with ``polyir.driver.build``.
 4. Call: tensors go to the executable as numpy views (no copies for
    contiguous CPU tensors; bf16 goes through float32), outputs are allocated
-   as torch tensors and returned in the model's output structure.
+   as torch tensors and returned in the model's output structure. With
+   ``target="cuda"`` and CUDA inputs everything stays on the device
+   (:mod:`polyir.frontends.fxdevice`).
 
 Each distinct combination of input shapes and dtypes gets its own compiled
 plan (a cache keyed by them), so a call never runs code compiled for other
@@ -40,6 +42,7 @@ from polyir.frontends.aten.context import node_meta
 from polyir.frontends.aten.lower import is_size_node
 from polyir.frontends.dynamic import DynamicShapes
 from polyir.frontends.fxcapture import Captured, capture, model_state, mutates
+from polyir.frontends.fxdevice import CudaTensors, DeviceCopies, placement
 from polyir.frontends.fxrun import MISS, PreparedPlan, input_signature
 from polyir.frontends.gate import CallGate
 from polyir.frontends.lowering.partition import group_by_fallback_depth
@@ -199,9 +202,33 @@ class Plan:
                            for n in graph.nodes if n.op == "get_attr"}
         self._output = next(n for n in graph.nodes if n.op == "output")
 
-    def run(self, tensors: Sequence[torch.Tensor], state: Sequence[torch.Tensor]) -> Any:
-        """Run the steps on the call's tensors and the model's current state."""
+    def run(self, tensors: Sequence[torch.Tensor], state: Sequence[torch.Tensor],
+            copies: DeviceCopies | None = None) -> Any:
+        """Run the steps on the call's tensors and the model's current state.
+
+        ``copies`` (CUDA plans): when the tensors are on a CUDA device the plan
+        runs there (:mod:`polyir.frontends.fxdevice`), reading the model's CPU
+        state through these device copies; ``ArgumentError`` for inputs on
+        different devices."""
+        device = None
+        if copies is not None:
+            device = placement(copies.tensors, tensors, state, self.captured.state_names)
+        if device is None:
+            return self._run_steps(tensors, state, None)
+        assert copies is not None
+        with copies.tensors.stream(device):
+            return self._run_steps(tensors, state, _OnDevice(copies, device))
+
+    def _run_steps(self, tensors: Sequence[torch.Tensor], state: Sequence[torch.Tensor],
+                   on_device: _OnDevice | None) -> Any:
         env: dict[torch.fx.Node, Any] = dict(self._constants)
+        if on_device is not None:
+            copies, device = on_device.copies, on_device.device
+            state = [copies.get(name, tensor, device)
+                     for name, tensor in zip(self.captured.state_names, state, strict=True)]
+            for node, value in env.items():
+                if isinstance(value, torch.Tensor):
+                    env[node] = copies.get(f"constant {node.name}", value, device)
         for node, value in zip(self._placeholders, list(tensors) + list(state), strict=True):
             env[node] = value
         dynamic = self.captured.dynamic
@@ -213,9 +240,13 @@ class Plan:
             if isinstance(step, Eager):
                 args = torch.fx.node.map_arg(step.node.args, env.__getitem__)
                 kwargs = torch.fx.node.map_arg(step.node.kwargs, env.__getitem__)
+                if on_device is not None and isinstance(kwargs.get("device"), torch.device):
+                    kwargs = {**kwargs, "device": on_device.device}  # traced on the CPU
                 target: Any = step.node.target
                 with torch.no_grad():
                     env[step.node] = target(*args, **kwargs)
+            elif on_device is not None:
+                _run_segment_on_device(step, env, on_device, dynamic, sizes)
             else:
                 _run_segment(step, env, dynamic, sizes)
         results = list(torch.fx.node.map_arg(self._output.args[0], env.__getitem__))
@@ -245,6 +276,21 @@ def _as_array(tensor: torch.Tensor) -> Any:
     return tensor.contiguous().numpy()
 
 
+def _output_shape(node: torch.fx.Node, dynamic: DynamicShapes | None,
+                  sizes: dict[str, int] | None) -> tuple[int, ...]:
+    if dynamic is None or sizes is None:
+        return tuple(int(s) for s in node_meta(node).shape)
+    return dynamic.node_shape(node, sizes)
+
+
+def _symbol_arguments(segment: Segment, dynamic: DynamicShapes | None,
+                      sizes: dict[str, int] | None) -> list[int]:
+    if dynamic is not None and sizes is not None and segment.lowered is not None \
+            and segment.lowered.symbol_params:
+        return segment.symbol_values(sizes)
+    return []
+
+
 def _run_segment(segment: Segment, env: dict[torch.fx.Node, Any],
                  dynamic: DynamicShapes | None = None, sizes: dict[str, int] | None = None) -> None:
     arrays = [_as_array(env[node]) for node in segment.inputs]
@@ -252,16 +298,42 @@ def _run_segment(segment: Segment, env: dict[torch.fx.Node, Any],
     for node in segment.outputs:
         meta = node_meta(node)
         held = torch.float32 if meta.dtype == torch.bfloat16 else meta.dtype
-        shape = tuple(int(s) for s in meta.shape) if dynamic is None or sizes is None \
-            else dynamic.node_shape(node, sizes)
-        results.append(torch.empty(shape, dtype=held))
-    symbols: list[int] = []
-    if dynamic is not None and sizes is not None and segment.lowered is not None \
-            and segment.lowered.symbol_params:
-        symbols = segment.symbol_values(sizes)
+        results.append(torch.empty(_output_shape(node, dynamic, sizes), dtype=held))
+    symbols = _symbol_arguments(segment, dynamic, sizes)
     segment.executable(*arrays, *[r.numpy() for r in results], *symbols)
     for node, result in zip(segment.outputs, results, strict=True):
         env[node] = result.to(torch.bfloat16) if node_meta(node).dtype == torch.bfloat16 else result
+
+
+@dataclass(frozen=True)
+class _OnDevice:
+    """A call of a CUDA plan on ``device``, reading host state through ``copies``."""
+
+    copies: DeviceCopies
+    device: torch.device
+
+
+def _run_segment_on_device(segment: Segment, env: dict[torch.fx.Node, Any], on_device: _OnDevice,
+                           dynamic: DynamicShapes | None, sizes: dict[str, int] | None) -> None:
+    """Run a CUDA segment on device tensors: results are allocated on the
+    device (bf16 stays bf16) and written in place; a host value an eager step
+    made is uploaded first."""
+    tensors = on_device.copies.tensors
+    arguments = []
+    for node in segment.inputs:
+        value = env[node]
+        if not isinstance(value, torch.Tensor):
+            raise ArgumentError(f"{segment.executable.ir.entry.name}(): graph value '{node.name}' "
+                                f"is a {type(value).__name__}, expected a tensor")
+        if not tensors.on_device(value):
+            value = tensors.upload(value, on_device.device)
+        arguments.append(tensors.argument(value if value.is_contiguous() else value.contiguous()))
+    results = [tensors.empty(_output_shape(node, dynamic, sizes), node_meta(node).dtype,
+                             on_device.device) for node in segment.outputs]
+    symbols = _symbol_arguments(segment, dynamic, sizes)
+    segment.executable(*arguments, *[tensors.argument(r) for r in results], *symbols)
+    for node, result in zip(segment.outputs, results, strict=True):
+        env[node] = result
 
 
 def build_plan(model: torch.nn.Module, args: Sequence[Any], *, target: Any, fallback: bool,
@@ -277,11 +349,12 @@ def build_plan(model: torch.nn.Module, args: Sequence[Any], *, target: Any, fall
     what = f"compile {type(model).__name__}"
     times = StageTimes(_LOG, what)
     _LOG.info("%s: capturing for inputs %s", what, _describe(args))
+    resolved = resolve(target)
     with times.stage("capture", level=logging.INFO):
-        captured = capture(model, args, dynamic, dynamic_dims)
+        captured = capture(model, args, dynamic, dynamic_dims, on_cpu=resolved.kind == "cuda")
         steps = partition(captured.gm, symbolic=dynamic)
     table = captured.dynamic.table if captured.dynamic is not None else None
-    plan = Plan(captured, steps, target, PassContext(resolve(target)))
+    plan = Plan(captured, steps, target, PassContext(resolved))
     unsupported = plan.fallbacks
     if unsupported and not fallback:
         first = unsupported[0]
@@ -313,16 +386,17 @@ def build_plan(model: torch.nn.Module, args: Sequence[Any], *, target: Any, fall
 
 
 # ------------------------------------------------------------------- runtime
-def _leaf_kind(leaf: Any) -> Any:
-    """What a dynamic plan depends on besides sizes: rank, dtype, device (and values)."""
+def _leaf_kind(leaf: Any, any_device: bool = False) -> Any:
+    """What a dynamic plan depends on besides sizes: rank, dtype, device (and
+    values); with ``any_device`` (CUDA plans serve CPU and CUDA tensors) not the device."""
     if isinstance(leaf, torch.Tensor):
-        return ("tensor", leaf.dim(), leaf.dtype, leaf.device.type)
+        return ("tensor", leaf.dim(), leaf.dtype, None if any_device else leaf.device.type)
     return _leaf_key(leaf)
 
 
-def _leaf_key(leaf: Any) -> Any:
+def _leaf_key(leaf: Any, any_device: bool = False) -> Any:
     if isinstance(leaf, torch.Tensor):
-        return ("tensor", tuple(leaf.shape), leaf.dtype, leaf.device.type)
+        return ("tensor", tuple(leaf.shape), leaf.dtype, None if any_device else leaf.device.type)
     if isinstance(leaf, (int, float, bool, str, type(None))):
         return ("value", type(leaf).__name__, leaf)
     return ("object", type(leaf).__name__, id(leaf))
@@ -350,6 +424,11 @@ class CompiledModel:
     ``compiles`` counts the plans built. ``dynamic_dims`` (one list of flags
     per tensor input) says which dimensions are dynamic instead of the default
     rule (every size that is not 1); the dynamo backend passes dynamo's own.
+
+    With a CUDA target a plan serves CPU and CUDA tensor inputs alike (the
+    device is not part of its key); ``device_copies`` holds the device copies
+    of the model's CPU state (:mod:`polyir.frontends.fxdevice`; ``None`` for
+    other targets).
     """
 
     def __init__(self, model: torch.nn.Module, *, target: Any = "cpu", fallback: bool = True,
@@ -365,6 +444,9 @@ class CompiledModel:
         self.pipeline = pipeline
         self.fast_math = bool(fast_math)
         self.dynamic = dynamic
+        from polyir.target import resolve
+        self.device_copies: DeviceCopies | None = \
+            DeviceCopies(CudaTensors()) if resolve(target).kind == "cuda" else None
         self.plans: dict[Any, Plan] = {}
         self.last_plan: Plan | None = None
         self.compiles = 0
@@ -406,8 +488,9 @@ class CompiledModel:
         dynamic one whose guards accept them (recorded under the key), else ``None``."""
         flat, spec = pytree.tree_flatten(tuple(args))
         state = model_state(self.model) if state is None else state
-        key = (spec, tuple(_leaf_key(leaf) for leaf in flat),
-               tuple((name, _leaf_key(t)) for name, t in state.items()))
+        any_device = self.device_copies is not None
+        key = (spec, tuple(_leaf_key(leaf, any_device) for leaf in flat),
+               tuple((name, _leaf_key(t, any_device)) for name, t in state.items()))
         plan = self.plans.get(key)
         if plan is None and self.dynamic:
             plan = self._dynamic_plan(args, flat, spec, state, build=False)
@@ -434,9 +517,9 @@ class CompiledModel:
 
     def _check_devices(self, args: Sequence[Any]) -> None:
         """``ArgumentError`` naming the first tensor input on another device than
-        the target's (CPU tensors for ``cpu`` and ``interpret``)."""
-        from polyir.target import resolve
-        if resolve(self.target).kind == "cuda":
+        the target's (CPU tensors for ``cpu`` and ``interpret``; a CUDA target
+        checks at call time, :func:`polyir.frontends.fxdevice.placement`)."""
+        if self.device_copies is not None:
             return
         flat, _ = pytree.tree_flatten(tuple(args))
         tensors = [leaf for leaf in flat if isinstance(leaf, torch.Tensor)]
@@ -470,8 +553,9 @@ class CompiledModel:
         """A symbolic plan whose guards accept ``args`` (compiling one if none
         does and ``build``); ``None`` when the model cannot be compiled with
         symbolic sizes."""
-        kind = (spec, tuple(_leaf_kind(leaf) for leaf in flat),
-                tuple((name, _leaf_key(t)) for name, t in state.items()))
+        any_device = self.device_copies is not None
+        kind = (spec, tuple(_leaf_kind(leaf, any_device) for leaf in flat),
+                tuple((name, _leaf_key(t, any_device)) for name, t in state.items()))
         tensors = [leaf for leaf in flat if isinstance(leaf, torch.Tensor)]
         if kind in self._symbolic_failed:
             return None
@@ -526,7 +610,7 @@ class CompiledModel:
             # a dynamic plan is prepared for this signature's sizes (its guards hold for them)
             self._prepared[signature] = (plan, PreparedPlan.prepare(plan, self.model, state,
                                                                     tensors))
-        return plan.run(tensors, list(state.values()))
+        return plan.run(tensors, list(state.values()), self.device_copies)
 
     def summary(self) -> dict[str, Any]:
         """What the latest plan compiled: operators lowered (with counts), loop

@@ -68,12 +68,14 @@ def model_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 
 def capture(model: torch.nn.Module, args: Sequence[Any], dynamic: bool = False,
-            dynamic_dims: Sequence[Sequence[bool]] | None = None) -> Captured:
+            dynamic_dims: Sequence[Sequence[bool]] | None = None, on_cpu: bool = False) -> Captured:
     """Trace ``model(*args)`` to a functional core-ATen graph whose
     placeholders are the tensor leaves of ``args`` then the model's state;
     with ``dynamic`` the inputs' sizes are symbolic (see
     ``polyir.frontends.dynamic``; ``dynamic_dims`` overrides which dimensions of
-    each tensor input are)."""
+    each tensor input are). With ``on_cpu`` the trace runs on CPU copies of
+    inputs and state that are elsewhere (the CUDA frontend: one graph serves
+    host and device calls, and a CPU model can be traced for CUDA inputs)."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
     flat, in_spec = pytree.tree_flatten(tuple(args))
@@ -97,6 +99,8 @@ def capture(model: torch.nn.Module, args: Sequence[Any], dynamic: bool = False,
         return [leaf for leaf in out_leaves if isinstance(leaf, torch.Tensor)]
 
     inputs = [flat[i] for i in tensor_positions] + list(state.values())
+    if on_cpu:
+        inputs = [t if t.device.type == "cpu" else t.detach().cpu() for t in inputs]
     if dynamic:
         from polyir.frontends.dynamic import trace_symbolic
         with torch.no_grad():

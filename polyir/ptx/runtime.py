@@ -6,10 +6,13 @@ sequence of ``Launch`` nodes, on the current CUDA device:
 
 * CuPy arrays are used in place; torch CUDA tensors too (through
   ``__cuda_array_interface__``, no copy); numpy arrays (and torch CPU tensors)
-  are copied to the device and, when the program writes them, back.
+  are copied to the device and back after the launches.
+* Launches go to CuPy's current stream. Only a call with such host copies
+  synchronises; one on device arrays alone returns while its kernels run.
 * bf16 buffers are 16-bit on the device; float32 host/CuPy arrays given for
   them are converted (rounded to bfloat16) on the way in and widened on the way
-  out; torch ``bfloat16`` CUDA tensors are used in place.
+  out; torch ``bfloat16`` CUDA tensors, and uint16 CuPy arrays (bf16 bits),
+  are used in place.
 * Host-function locals become zero-filled device arrays.
 * A launch whose grid has a dimension <= 0 runs nothing.
 * The PTX is loaded with ``cupy.RawModule(path=...)`` (``code=`` would be CUDA
@@ -63,6 +66,19 @@ class _Argument:
     bf16_source: Any = None   # CuPy float32 array that a bf16 device copy stands for
 
 
+@dataclass(frozen=True)
+class _LaunchPlan:
+    """The call-independent part of one launch: the loaded kernel, its block,
+    where its symbols come from, and its parameter slots in order."""
+
+    launch: Launch
+    function: Any
+    block: tuple[int, ...]
+    symbols: list[tuple[str, str]]              # kernel symbol <- entry symbol
+    shape_symbols: list[tuple[str, str, int]]   # kernel symbol <- dimension k of an entry buffer
+    slots: list[tuple[bool, str]]               # (buffer?, entry buffer or kernel symbol name)
+
+
 class CudaProgram:
     """A loaded PTX module plus the host function that launches its kernels."""
 
@@ -79,6 +95,13 @@ class CudaProgram:
                 raise DeviceError(f"function '{self.entry.name}': host code other than "
                                   f"launches cannot run on the CUDA runtime ({type(node).__name__})")
         self._functions: dict[str, Any] = {}
+        self._launch_plans: dict[int, _LaunchPlan] = {}
+        # each buffer parameter: (name, rank, its dimensions (k, size expression))
+        self._shapes = [(p.name, p.rank, list(enumerate(p.shape)))
+                        for p in self.entry.params if isinstance(p, Buffer)]
+        # the dimensions that define a size symbol by themselves: (k, symbol)
+        self._shapes_define = {p.name: _defining_dimensions(p)
+                               for p in self.entry.params if isinstance(p, Buffer)}
         # RawModule(code=...) means CUDA C++ for NVRTC; PTX is loaded from a file.
         # Loading is lazy in CuPy, so every kernel is fetched before the file goes.
         with tempfile.TemporaryDirectory(prefix="polyir-ptx-") as folder:
@@ -106,6 +129,11 @@ class CudaProgram:
 
     # ------------------------------------------------------------ calling
     def __call__(self, *args: Any) -> None:
+        """Run the entry function on ``args`` (see the module docstring).
+
+        Launches go to CuPy's current stream and the call returns without
+        waiting for them, unless some argument has a host copy to update
+        (numpy arrays, torch CPU tensors): then it synchronises and copies back."""
         cp = self.cupy
         buffers, symbols = self._bind(args)
         if self.bounds is not None and self.bounds.needed:
@@ -114,9 +142,10 @@ class CudaProgram:
             shape = tuple(d.evaluate(symbols) for d in local.shape)
             buffers[local.name] = _Argument(cp.zeros(shape, dtype=_device_dtype(local.dtype)))
         self._run_host(self.entry.body, buffers, symbols)
-        cp.cuda.get_current_stream().synchronize()
+        if any(arg.host is not None for arg in buffers.values()):
+            cp.cuda.get_current_stream().synchronize()
         for arg in buffers.values():
-            if arg.bf16_source is not None:
+            if arg.bf16_source is not None:   # device to device: stays in stream order
                 widened = (arg.device.astype(cp.uint32) << 16).view(cp.float32)
                 arg.bf16_source[...] = widened
                 if arg.host is not None:
@@ -134,36 +163,50 @@ class CudaProgram:
             else:
                 self._run_host(node.else_body, buffers, symbols)
 
+    def _launch_plan(self, launch: Launch) -> _LaunchPlan:
+        """What a launch needs that does not change between calls (cached per launch)."""
+        plan = self._launch_plans.get(id(launch))
+        if plan is not None and plan.launch is launch:
+            return plan
+        kernel = self.module.function(launch.kernel)
+        by_param = dict(zip((p.name for p in kernel.params), launch.args, strict=False))
+        symbols = [(p.name, by_param[p.name]) for p in kernel.params if isinstance(p, Symbol)]
+        shape_symbols = []   # symbols that only appear in kernel parameter shapes
+        for param in kernel.params:
+            if isinstance(param, Buffer):
+                for k, name in _defining_dimensions(param):
+                    shape_symbols.append((name, by_param[param.name], k))
+        slots = []
+        for slot in self.kernels[launch.kernel].params:
+            if slot.kind not in ("buffer", "symbol"):
+                raise DeviceError(f"kernel '{launch.kernel}': unexpected extra parameter {slot.name}")
+            slots.append((slot.kind == "buffer", by_param[slot.name] if slot.kind == "buffer"
+                          else slot.name))
+        plan = _LaunchPlan(launch, self.function(launch.kernel, launch.shared_bytes),
+                           tuple(launch.block), symbols, shape_symbols, slots)
+        self._launch_plans[id(launch)] = plan
+        return plan
+
     def _launch(self, launch: Launch, buffers: dict[str, _Argument], symbols: dict[str, int]) -> None:
         grid = tuple(int(g.evaluate(symbols)) for g in launch.grid)
         if min(grid) <= 0:
             return
-        kernel = self.module.function(launch.kernel)
-        lowered = self.kernels[launch.kernel]
-        by_param = dict(zip((p.name for p in kernel.params), launch.args, strict=False))
-        env: dict[str, int] = {}
-        for param in kernel.params:
-            if isinstance(param, Symbol):
-                env[param.name] = symbols[by_param[param.name]]
-        for param in kernel.params:  # symbols that only appear in kernel parameter shapes
-            if isinstance(param, Buffer):
-                array = buffers[by_param[param.name]].device
-                for dim, size in zip(param.shape, array.shape, strict=False):
-                    if len(dim.terms) == 1 and dim.terms[0][1] == 1 and dim.constant == 0 \
-                            and isinstance(dim.terms[0][0], str):
-                        env.setdefault(dim.terms[0][0], int(size))
+        plan = self._launch_plan(launch)
+        env = {name: symbols[value] for name, value in plan.symbols}
+        for name, buffer, k in plan.shape_symbols:
+            if name not in env:
+                shape = buffers[buffer].device.shape
+                if k < len(shape):
+                    env[name] = int(shape[k])
         values: list[Any] = []
-        for slot in lowered.params:
-            if slot.kind == "buffer":
-                device = buffers[by_param[slot.name]].device
+        for is_buffer, name in plan.slots:
+            if is_buffer:
+                device = buffers[name].device
                 values.append(device.pointer if isinstance(device, _TorchBF16) else device)
-            elif slot.kind == "symbol":
-                values.append(np.int64(env[slot.name]))
             else:
-                raise DeviceError(f"kernel '{launch.kernel}': unexpected extra parameter {slot.name}")
-        fn = self.function(launch.kernel, launch.shared_bytes)
+                values.append(np.int64(env[name]))
         try:
-            fn(grid, tuple(launch.block), tuple(values), shared_mem=launch.shared_bytes)
+            plan.function(grid, plan.block, tuple(values), shared_mem=launch.shared_bytes)
         except Exception as error:
             raise DeviceError(f"launch of kernel '{launch.kernel}' grid {grid} block "
                               f"{launch.block} failed: {error}") from None
@@ -184,31 +227,23 @@ class CudaProgram:
                                                    f"{entry.name}: argument {position}")
             else:
                 buffers[param.name] = self._device_argument(param, value, position)
-        for param in entry.params:
-            if isinstance(param, Buffer):
-                shape = buffers[param.name].device.shape
-                if len(shape) != param.rank:
-                    raise ArgumentError(f"{entry.name}: '{param.name}' has rank {len(shape)}, "
-                                        f"expected {param.rank}")
-                for dim, size in zip(param.shape, shape, strict=False):
-                    if dim.is_constant:
-                        continue
-                    names = dim.variables()
-                    if len(dim.terms) == 1 and dim.terms[0] == (next(iter(names)), 1) \
-                            and dim.constant == 0:
-                        symbols.setdefault(next(iter(names)), int(size))
-        for param in entry.params:
-            if isinstance(param, Buffer):
-                shape = buffers[param.name].device.shape
-                for k, (dim, size) in enumerate(zip(param.shape, shape, strict=False)):
-                    try:
-                        expected = dim.evaluate(symbols)
-                    except KeyError as missing:
-                        raise ArgumentError(f"{entry.name}: size symbol {missing} of "
-                                            f"'{param.name}' is not defined by any argument") from None
-                    if expected != size:
-                        raise ArgumentError(f"{entry.name}: '{param.name}' dimension {k} is {size}, "
-                                            f"expected {dim} = {expected}")
+        for name, rank, _ in self._shapes:
+            shape = buffers[name].device.shape
+            if len(shape) != rank:
+                raise ArgumentError(f"{entry.name}: '{name}' has rank {len(shape)}, expected {rank}")
+            for k, symbol in self._shapes_define[name]:
+                symbols.setdefault(symbol, int(shape[k]))
+        for name, _, dims in self._shapes:
+            shape = buffers[name].device.shape
+            for k, dim in dims:
+                try:
+                    expected = dim.evaluate(symbols)
+                except KeyError as missing:
+                    raise ArgumentError(f"{entry.name}: size symbol {missing} of "
+                                        f"'{name}' is not defined by any argument") from None
+                if expected != shape[k]:
+                    raise ArgumentError(f"{entry.name}: '{name}' dimension {k} is {shape[k]}, "
+                                        f"expected {dim} = {expected}")
         return buffers, symbols
 
     def _device_argument(self, param: Buffer, value: Any, position: int) -> _Argument:
@@ -226,10 +261,10 @@ class CudaProgram:
         if isinstance(value, (numbers.Number, np.generic)) and param.rank == 0:
             value = np.asarray(value, dtype=param.dtype.numpy)
         if isinstance(value, cp.ndarray):
-            if param.dtype is DType.BF16:
+            if param.dtype is DType.BF16 and np.dtype(value.dtype) != expected:
                 _check_dtype(value.dtype, np.dtype(np.float32), name)
                 return _Argument(_to_bf16_bits(cp, value), bf16_source=value)
-            _check_dtype(value.dtype, expected, name)
+            _check_dtype(value.dtype, expected, name)   # uint16 for bf16: its bits, in place
             if not value.flags.c_contiguous:
                 raise ArgumentError(f"{name}: device arrays must be C-contiguous")
             return _Argument(value)
@@ -258,6 +293,19 @@ class _TorchBF16:
     def pointer(self) -> np.uint64:
         """The device address, as the 64-bit kernel parameter CuPy passes by value."""
         return np.uint64(self.tensor.data_ptr())
+
+
+def _defining_dimensions(param: Buffer) -> list[tuple[int, str]]:
+    """``(k, symbol)`` for each dimension of ``param`` that is a size symbol alone
+    (so an array's shape defines the symbol)."""
+    found = []
+    for k, dim in enumerate(param.shape):
+        if len(dim.terms) != 1 or dim.constant != 0:
+            continue
+        atom, coefficient = dim.terms[0]
+        if coefficient == 1 and isinstance(atom, str):
+            found.append((k, atom))
+    return found
 
 
 def _device_dtype(dtype: DType) -> np.dtype:

@@ -5,9 +5,14 @@ of kernel parameters, launch guards, host locals, bf16 device storage and
 copies back to numpy. "Device" arrays are numpy arrays of a subclass; a
 "launch" runs the kernel's IR with the grid and block it was given, taking
 arguments exactly as the PTX kernel would (bf16 as 16-bit patterns).
+
+``counts`` tallies host->device copies (``asarray`` of a host value),
+device->host copies (``asnumpy``) and stream synchronisations, so tests can
+check that a call makes none.
 """
 from __future__ import annotations
 
+import collections
 import types
 from typing import Any
 
@@ -17,6 +22,9 @@ from polyir.ir.interpreter import interpret
 from polyir.ir.nodes import Buffer, Function, Launch, Module, Symbol
 from polyir.ir.types import DType
 
+counts: collections.Counter[str] = collections.Counter()
+"""``to_device``, ``to_host`` and ``synchronize`` events since the last reset."""
+
 
 class ndarray(np.ndarray):  # noqa: N801 (mirrors cupy.ndarray)
     """A "device" array."""
@@ -25,10 +33,13 @@ class ndarray(np.ndarray):  # noqa: N801 (mirrors cupy.ndarray)
 def asarray(value: Any, dtype: Any = None) -> ndarray:
     if isinstance(value, ndarray) and dtype is None:
         return value
+    if not isinstance(value, ndarray):
+        counts["to_device"] += 1
     return np.array(value, dtype=dtype, copy=True).view(ndarray)
 
 
 def asnumpy(value: Any) -> np.ndarray:
+    counts["to_host"] += 1
     return np.array(value, copy=True).view(np.ndarray)
 
 
@@ -83,9 +94,11 @@ def _aff(value: int) -> Any:
 
 
 class RawModule:
-    """Holds the module's IR (set by the test) instead of loading PTX."""
+    """Holds the module's IR (set by the test) instead of loading PTX:
+    ``by_ptx[ptx]`` when the test registered the PTX text, else ``current_ir``."""
 
     current_ir: Module | None = None
+    by_ptx: dict[str, Module] = {}
     launches: list[dict[str, Any]] = []
 
     def __init__(self, code: str | None = None, *, path: str | None = None):
@@ -93,8 +106,9 @@ class RawModule:
         with open(path) as handle:
             ptx = handle.read()
         assert ptx.lstrip().startswith("//") and ".entry" in ptx
-        assert RawModule.current_ir is not None
-        self.module = RawModule.current_ir
+        module = RawModule.by_ptx.get(ptx, RawModule.current_ir)
+        assert module is not None
+        self.module = module
 
     def get_function(self, name: str) -> _Function:
         return _Function(self.module, name, RawModule.launches)
@@ -102,12 +116,38 @@ class RawModule:
 
 class _Stream:
     def synchronize(self) -> None:
+        counts["synchronize"] += 1
+
+
+class _Context:
+    """``cupy.cuda.Device(i)`` / ``ExternalStream(ptr)``: records being entered."""
+
+    entered: list[tuple[str, int]] = []
+
+    def __init__(self, value: int):
+        self.value = value
+
+    def __enter__(self) -> _Context:
+        _Context.entered.append((type(self).__name__, self.value))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
         pass
+
+
+class Device(_Context):
+    pass
+
+
+class ExternalStream(_Context, _Stream):
+    pass
 
 
 cuda = types.SimpleNamespace(
     runtime=types.SimpleNamespace(getDeviceCount=lambda: 1),
     get_current_stream=lambda: _Stream(),
+    Device=Device,
+    ExternalStream=ExternalStream,
 )
 uint32 = np.uint32
 uint16 = np.uint16
