@@ -225,8 +225,9 @@ def forward_substitute(owner: For) -> tuple[For, tuple[str, ...]]:
 def _is_product_reduction(owner: For, name: str) -> bool:
     """Is ``name`` reduced as a matrix product does it: a loop of ``owner``'s
     body holding one statement, ``name = name + x * y`` with ``x`` and ``y``
-    two other loads? (A kernel window, several reduction loops, is a
-    convolution's: ``widen`` takes those.)"""
+    two different loads of other buffers and ``x * y`` no square? (A kernel
+    window, several reduction loops, is a convolution's: ``widen`` takes
+    those; ``(x - m) * (x - m)`` is a variance's sum, not a product.)"""
     for node in owner.body:
         if not isinstance(node, For) or len(node.body) != 1:
             continue
@@ -234,9 +235,10 @@ def _is_product_reduction(owner: For, name: str) -> bool:
         if not isinstance(statement, Assign) or statement.buffer != name:
             continue
         for part in walk_expr(statement.value):
-            if isinstance(part, BinOp) and part.op == "*" and \
-                    sum(1 for _ in loads(part)) >= 2 and \
-                    all(load.buffer != name for load in loads(part)):
+            if not isinstance(part, BinOp) or part.op != "*" or part.lhs == part.rhs:
+                continue
+            operands = {(load.buffer, load.indices) for load in loads(part)}
+            if len(operands) >= 2 and all(buffer != name for buffer, _ in operands):
                 return True
     return False
 

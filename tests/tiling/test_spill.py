@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import polyir
 from polyir.context import PassContext
@@ -16,6 +17,7 @@ from polyir.ir.walk import walk_nodes
 from polyir.passes import transform
 from polyir.testing import assert_equivalent, assert_preserves_or_refuses, programs
 from polyir.tiling.spill import SpillRefused, forward_substitute, spill_accumulator
+from tests.conftest import examples
 from tests.tiling.test_autotile import AVX2
 from tests.tiling.test_widen import FUSED as FUSED_CONV
 
@@ -82,21 +84,25 @@ def test_refusals_name_the_reason(change, reason: str) -> None:  # noqa: ANN001
         spill_accumulator(module.entry, owner, "acc", enclosing=around)
 
 
-def test_a_row_reduction_without_a_product_keeps_its_register() -> None:
-    # layer-norm style: no product, so no tiling plan would follow; not spilled
-    text = """func f(out: f32[M], X: f32[M, K]) {
+@pytest.mark.parametrize("term", ["X[i, k]", "(X[i, k] - m[i]) * (X[i, k] - m[i])"],
+                         ids=["sum", "variance"])
+def test_a_row_reduction_without_a_product_keeps_its_register(term: str) -> None:
+    # layer-norm style: no product, so no tiling plan would follow; not a candidate
+    text = """func f(out: f32[M], X: f32[M, K], m: f32[M]) {
   for i = 0 to M {
     local s: f32[]
     S0: s[] = 0.0
     for k = 0 to K {
-      S1: s[] = s[] + X[i, k]
+      S1: s[] = s[] + TERM
     }
     S2: out[i] = s[] / 4.0
   }
-}"""
+}""".replace("TERM", term)
     module = polyir.parse(text)
-    result = transform(module, "auto-tile", ctx=PassContext(AVX2))
+    ctx = PassContext(AVX2)
+    result = transform(module, "auto-tile", ctx=ctx)
     assert "s" in _locals(result)
+    assert not any("accumulator 's'" in r.why for r in ctx.remarks), ctx.remarks
 
 
 def _sized(text: str) -> polyir.Module:
@@ -227,3 +233,42 @@ def test_linear_with_epilogue_on_3d_input_is_tiled_and_matches_eager(shape: tupl
 @given(programs(max_depth=3, max_statements=3))
 def test_auto_tile_with_spills_preserves_or_refuses_random_programs(module: polyir.Module) -> None:
     assert_preserves_or_refuses(lambda m: transform(m, "auto-tile", ctx=PassContext(AVX2)), module)
+
+
+@settings(max_examples=examples(10), deadline=None)
+@given(programs(max_depth=3, max_statements=3))
+def test_spills_preserve_or_refuse_on_random_fused_programs(module: polyir.Module) -> None:
+    # fusion and shrinking make the scalar accumulators; no size threshold, so small nests spill
+    for order in ("forward", "shuffle"):
+        assert_preserves_or_refuses(
+            lambda m: transform(m, "fuse,shrink-buffers,auto-tile{gemm_work=0 register_work=0}",
+                                ctx=PassContext(AVX2)), module, parallel_order=order)
+
+
+STORES = ["out[i, j]", "out[i, 0]", "out[0, j]", "A[i, 0]", "W[j, 0]"]
+TERMS = ["R[i, j]", "out[i, j]", "A[i, j]", "W[0, i]", "1.0"]
+
+
+@settings(max_examples=examples(15), deadline=None)
+@given(st.integers(1, 6), st.integers(1, 7), st.integers(1, 4), st.sampled_from(STORES),
+       st.sampled_from(TERMS), st.sampled_from(["b[j]", "out[i, j]", "A[i, 0]"]), st.booleans())
+def test_spills_preserve_or_refuse_on_fused_product_variants(m: int, n: int, k: int, store: str,
+                                                             term: str, init: str,
+                                                             twice: bool) -> None:
+    """Fused products whose epilogue stores where later sums read, or to a
+    cell other iterations store to, reads the output, or reads its
+    temporary twice: each is spilled and exact, or left as it was."""
+    text = TWO_SCALARS.replace("S3: out[i, j] = t[] + R[i, j]", f"S3: {store} = t[] + {term}") \
+        .replace("S0: acc[] = b[j]", f"S0: acc[] = {init}")
+    if twice:
+        text = text.replace("t[] + ", "t[] * t[] + ")
+    size = max(m, n, k)
+    text = text.replace("A: f32[M, K]", "A: f32[S, S]").replace("W: f32[N, K]", "W: f32[S, S]") \
+        .replace("out: f32[M, N]", "out: f32[S, S]").replace("R: f32[M, N]", "R: f32[S, S]")
+    text = text.replace("to M", f"to {m}").replace("to N", f"to {n}").replace("to K", f"to {k}") \
+        .replace("S]", f"{size}]").replace("S,", f"{size},").replace("f32[N]", f"f32[{size}]")
+    module = polyir.parse(text)
+    for order in ("forward", "shuffle"):
+        assert_preserves_or_refuses(
+            lambda mod: transform(mod, "auto-tile{gemm_work=0 register_work=0}", ctx=PassContext(AVX2)),
+            module, parallel_order=order)
