@@ -5,9 +5,13 @@ For every band (a maximal chain of perfectly nested loops, after fusion and
 distribution) of every host function:
 
 0. a band whose innermost body is a reduction into a scalar local followed
-   by its epilogue (a convolution fused with batch norm and ReLU) first has
-   the accumulator widened to a tile (``widen.widen_function``, proven), so
-   that the plans below see the reduction as a perfect band;
+   by its epilogue first loses the scalar: a matrix product's (one reduction
+   loop, ``acc = acc + x * y``: a Linear layer with bias, GELU, a residual
+   add) is spilled into the output cell the epilogue stores to and the nest
+   distributed (``spill.spill_for_tiling``, where the product then gets a
+   plan below); a convolution's (a kernel window, fused with batch norm and
+   ReLU) is widened to a tile (``widen.widen_function``, proven); either way
+   the plans below see the reduction as a perfect band;
 1. a matrix-product-like band (``levels.contraction_roles``) with a
    rectangular iteration space and one reduction loop gets BLIS's plan
    (``levels.gemm_plan``, sizes from ``sizes.gemm_sizes``); a smaller one,
@@ -86,6 +90,7 @@ from polyir.tiling.levels import (
 )
 from polyir.tiling.passes import Copies, Interchange, Pack, SplitTiles, Tile, UnrollJam
 from polyir.tiling.sizes import gemm_sizes, lanes, reduction_jam, register_tile
+from polyir.tiling.spill import spill_for_tiling
 from polyir.tiling.split import split_tiles
 from polyir.tiling.tile import tile_band
 from polyir.tiling.transpack import pack_operand
@@ -308,12 +313,23 @@ def prove(deps: Dependences, result: Function, index: int, origins: dict[str, Or
 
 def auto_tile_function(function: Function, target: Target, remark: Remark,
                        gemm_work: int = 1 << 21, register_work: int = 1 << 15,
-                       parallel: bool = False, widen: bool = True) -> Function:
+                       parallel: bool = False, widen: bool = True, spill: bool = True) -> Function:
     """``function`` with every band tiled by the plan the cost model chooses
     (see the module docstring); ``remark(where, why, kind)`` hears every
-    decision. With ``widen``, fused reductions' scalar accumulators are first
-    widened to tiles (``polyir.tiling.widen.widen_function``). Returns
-    ``function`` itself when no plan applies."""
+    decision. With ``spill``, fused matrix products' scalar accumulators are
+    first spilled into their output cells where the product then gets a plan
+    (``polyir.tiling.spill.spill_for_tiling``); with ``widen``, the other fused
+    reductions' (convolutions') are then widened to tiles
+    (``polyir.tiling.widen.widen_function``). Returns ``function`` itself when
+    no plan applies."""
+    # Spill before widening: widening also fits a matrix product (one row of
+    # accumulators, no loop blocked) and would leave the spill no scalar, the
+    # product a matrix-vector row sum instead of the gemm plan.
+    if spill:
+        function = spill_for_tiling(
+            function, lambda f, band: [p.kind for p in candidate_plans(f, band, target, gemm_work,
+                                                                       register_work, parallel)],
+            remark)
     if widen:
         function = widen_function(function, target, remark, reduction_jam(target, 1))
     deps_cache: dict[int, Dependences] = {}

@@ -248,12 +248,17 @@ class AutoTile:
     epilogue (a convolution with batch norm and ReLU fused at full depth) is
     first widened back to a tile of accumulators (``polyir.tiling.widen``), so
     that the direct-convolution or register plan applies; ``widen=false``
-    leaves such bands as they are."""
+    leaves such bands as they are. ``spill`` (on by default): before that, a
+    fused matrix product's scalar accumulator (a Linear layer with its
+    epilogue) is spilled into its output cell and the nest distributed
+    (``polyir.tiling.spill``), so that the matrix-product plan applies;
+    ``spill=false`` leaves those as they are (then widening may take them)."""
 
     gemm_work: int = 1 << 21
     register_work: int = 1 << 15
     parallel: bool = True
     widen: bool = True
+    spill: bool = True
 
     def run(self, module: Module, ctx: PassContext) -> Module:
         from polyir.tiling.autotile import auto_tile_function
@@ -271,7 +276,8 @@ class AutoTile:
                 ctx.remark("auto-tile", where, why, kind)
 
             functions.append(auto_tile_function(function, ctx.target, remark, self.gemm_work,
-                                                self.register_work, self.parallel, self.widen))
+                                                self.register_work, self.parallel, self.widen,
+                                                self.spill))
         if all(a is b for a, b in zip(functions, module.functions, strict=True)):
             return module
         return Module(tuple(functions))
