@@ -171,8 +171,11 @@ def kernel_rows(quick: bool) -> list[dict[str, Any]]:
     return rows
 
 
-def model_rows(quick: bool) -> list[dict[str, Any]]:
-    """Models with ``target="cuda"`` against torch eager and Inductor on the GPU."""
+def model_rows(quick: bool, names: Sequence[str] | None = None,
+               batches: Sequence[int] | None = None) -> list[dict[str, Any]]:
+    """Models with ``target="cuda"`` against torch eager and Inductor on the GPU
+    (``names``/``batches``: these only; default: the quick models at batch 1,
+    or every model at batch 1 and 8)."""
     import copy
 
     import torch
@@ -181,8 +184,8 @@ def model_rows(quick: bool) -> list[dict[str, Any]]:
     from bench.models import MODELS, QUICK_MODELS, compile_polyir, make
 
     rows = []
-    for name in QUICK_MODELS if quick else list(MODELS):
-        for batch in [1] if quick else [1, 8]:
+    for name in names or (QUICK_MODELS if quick else list(MODELS)):
+        for batch in batches or ([1] if quick else [1, 8]):
             model, inputs = make(name, batch)
             shape = "x".join(map(str, inputs[0].shape))
             gpu_model = copy.deepcopy(model).cuda()

@@ -22,9 +22,12 @@ recorded with its error and the others go on):
   per row (``polyir.gpu.rows``), against ``torch.softmax``;
 * ``elementwise``: ``tanh(2X + b) * sigmoid(X) + exp(-X*X)`` in f32 against
   torch eager;
-* ``models`` (unless ``--no-models``): ``bench.gpu.model_rows`` -- the
-  benchmark models at batch 1 with ``target="cuda"`` against torch eager and
-  Inductor on the GPU (polyir's times there include host-GPU copies).
+* ``attention``: ``F.scaled_dot_product_attention`` in f16 (batch 1, 8 heads,
+  sequence 2048, head dim 128) through ``polyir.compile(..., target="cuda")``
+  against torch's own;
+* ``models`` (unless ``--no-models``): ``bench.gpu.model_rows`` -- every
+  benchmark model (``--quick``: the quick ones) at batch 1 with
+  ``target="cuda"`` on CUDA tensors against torch eager and Inductor on the GPU.
 
 Times are medians of CUDA-event timings after a warm-up, in milliseconds;
 ``ratio_vs_peer`` is peer time / polyir time (above 1: polyir faster). The
@@ -335,6 +338,35 @@ def sweep(cp: Any, torch: Any, sm: int, sizes: tuple[int, ...] = (2048, 4096, 81
     return rows
 
 
+def bench_attention(cp: Any, torch: Any, batch: int, heads: int, seq: int, head_dim: int,
+                    reps: int) -> dict[str, Any]:
+    """``F.scaled_dot_product_attention`` in f16 through ``polyir.compile(...,
+    target="cuda")`` (the fused attention nest as the CUDA pipeline maps it) on
+    CUDA tensors, against torch's own (its flash-attention kernel)."""
+    import polyir
+
+    functional = torch.nn.functional
+
+    class Attention(torch.nn.Module):
+        def forward(self, q: Any, k: Any, v: Any) -> Any:
+            return functional.scaled_dot_product_attention(q, k, v)
+
+    gen = torch.Generator(device="cuda").manual_seed(seq + head_dim)
+    q, k, v = (torch.randn(batch, heads, seq, head_dim, device="cuda", dtype=torch.float16,
+                           generator=gen) for _ in range(3))
+    begin = time.perf_counter()
+    compiled = polyir.compile(Attention(), (q, k, v), target="cuda")
+    got = compiled(q, k, v)
+    compile_s = time.perf_counter() - begin
+    want = functional.scaled_dot_product_attention(q, k, v)
+    error = _rel_error(got, want)
+    return {"case": "attention", "shape": [batch, heads, seq, head_dim], "dtype": "f16",
+            "compile_s": compile_s, "polyir_ms": timed(cp, lambda: compiled(q, k, v), reps),
+            "peer": "F.scaled_dot_product_attention", "peer_ms": timed(
+                cp, lambda: functional.scaled_dot_product_attention(q, k, v), reps),
+            "max_rel_error": error, "ok": error < 2e-2}
+
+
 def cases(cp: Any, torch: Any, sm: int, quick: bool) -> list[tuple[str, Callable[[], Any]]]:
     """The (label, thunk) pairs of the kernel cases; a thunk returns a row or rows."""
     found: list[tuple[str, Callable[[], Any]]] = []
@@ -355,6 +387,8 @@ def cases(cp: Any, torch: Any, sm: int, quick: bool) -> list[tuple[str, Callable
         found.append((f"softmax {rows}x{n}",
                       lambda r=rows, c=n: bench_softmax(cp, torch, sm, r, c, 20)))
     found.append(("elementwise", lambda: bench_elementwise(cp, torch, sm, 2048 if quick else 8192, 20)))
+    found.append(("attention", lambda: bench_attention(cp, torch, 1, 8, 512 if quick else 2048, 128,
+                                                       5)))
     return found
 
 
@@ -394,10 +428,12 @@ def main() -> int:
     work = cases(cp, torch, sm, options.quick) if not options.sweep else [
         ("sweep", lambda: sweep(cp, torch, sm, (2048, 4096) if options.quick else (2048, 4096, 8192)))]
     if not options.no_models and not options.sweep:
-        def models() -> list[dict[str, Any]]:
-            from bench.gpu import model_rows
-            return model_rows(quick=True)
-        work.append(("models", models))
+        from bench.models import MODELS, QUICK_MODELS
+        for name in QUICK_MODELS if options.quick else MODELS:   # one case each: saved as they finish
+            def models(name: str = name) -> list[dict[str, Any]]:
+                from bench.gpu import model_rows
+                return model_rows(quick=True, names=[name], batches=[1])
+            work.append((f"model {name}", models))
     for label, case in work:
         begin = time.perf_counter()
         try:

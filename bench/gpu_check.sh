@@ -15,9 +15,10 @@
 #   2. pytest -m gpu tests/gpu (real runs against numpy/torch) -> OUTDIR/gpu_tests.xml
 #   3. bench/gpu_bench.py: f16/bf16 matmul 1024^3..8192^3 vs torch.matmul (cuBLAS),
 #      linear+relu vs eager and Inductor, ResNet-50 convolutions (batch 1, 8) vs cuDNN,
-#      softmax rows vs torch.softmax,
-#      elementwise, models at batch 1 vs eager and
-#      Inductor (saved after every case)                    -> OUTDIR/gpu_bench.json
+#      softmax rows vs torch.softmax, elementwise, attention (f16, sequence 2048,
+#      head dim 128) vs F.scaled_dot_product_attention, every benchmark model at
+#      batch 1 on CUDA tensors vs eager and Inductor (saved after every case)
+#                                                           -> OUTDIR/gpu_bench.json
 #   4. OUTDIR/summary.json (exit codes, timings); everything printed -> OUTDIR/gpu_check.log
 # GPU_CHECK_PROFILE=1 first profiles the 4096^3 f16 matmul kernel with Nsight Compute
 # (bench/gpu_profile.py -> OUTDIR/gpu_profile.txt).
