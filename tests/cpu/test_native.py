@@ -114,6 +114,28 @@ func f(q: i64[18], m: i64[18], c: i64[18], A: i64[8]) {
     np.testing.assert_array_equal(c, np.maximum(0, (ivals + 11) // 3))
 
 
+def test_gathered_subscripts_fold_into_one_offset(native):
+    """``w[n, k // 9, (k // 3) % 3, k % 3]`` of a constant-shape buffer is
+    addressed as ``9*C*n + k`` (``polyir.llvm.lower._flat_offset``); with a
+    shift that puts ``k`` below zero the digits still fold exactly."""
+    ex = native("""
+func f(y: f32[4, 45], z: f32[4, 45], w: f32[4, 5, 3, 3]) {
+  for n = 0 to 4 {
+    for k = 0 to 45 {
+      S0: y[n, k] = w[n, k // 9, (k // 3) % 3, k % 3]
+      if (k >= 7) {
+        S1: z[n, k] = w[n, (k - 7) // 9, ((k - 7) // 3) % 3, (k - 7) % 3]
+      }
+    }
+  }
+}""")
+    w = RNG.standard_normal((4, 5, 3, 3)).astype(np.float32)
+    y, z = np.zeros((4, 45), np.float32), np.zeros((4, 45), np.float32)
+    ex(y, z, w)
+    np.testing.assert_array_equal(y, w.reshape(4, 45))
+    np.testing.assert_array_equal(z[:, 7:], w.reshape(4, 45)[:, :38])
+
+
 @pytest.mark.parametrize("n", [1, 4, 9, 20])
 def test_max_min_bounds_steps_and_ifs(native, n):
     ex = native("""
