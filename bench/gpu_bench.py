@@ -315,7 +315,7 @@ def sweep(cp: Any, torch: Any, sm: int, sizes: tuple[int, ...] = (2048, 4096, 81
         c = torch.empty(size, size, device="cuda", dtype=torch.float16)
         reference = torch.matmul(a, b)
         reps = 20 if size <= 4096 else 5
-        torch_ms = timed(cp, lambda: torch.matmul(a, b), reps)
+        torch_ms = timed(cp, lambda x=a, y=b: torch.matmul(x, y), reps)
         for bm, bn, bk, wm, wn, stages in SWEEP_CONFIGS:
             label = f"{bm}x{bn}x{bk} warps {wm}x{wn} stages {stages}"
             pipeline = (f"mark-parallel,gpu-tensorcore{{tile={bm},{bn},{bk} warps={wm},{wn} "
@@ -325,7 +325,7 @@ def sweep(cp: Any, torch: Any, sm: int, sizes: tuple[int, ...] = (2048, 4096, 81
                 c.fill_(float("nan"))
                 exe(c, a, b)
                 error = _rel_error(c, reference)
-                polyir_ms = timed(cp, lambda e=exe: e(c, a, b), reps)
+                polyir_ms = timed(cp, lambda e=exe, args=(c, a, b): e(*args), reps)
                 row = {"case": "sweep", "config": label, "size": size, "polyir_ms": polyir_ms,
                        "peer_ms": torch_ms, "ratio_vs_peer": torch_ms / polyir_ms,
                        "polyir_tflops": 2 * size ** 3 / polyir_ms / 1e9,

@@ -402,7 +402,7 @@ def _register_staged(kernel: Function, target: Target) -> set[str]:
     registers instead (``polyir.ptx.staging``): they take no shared memory."""
     if target.kind != "cuda":
         return set()
-    from polyir.ptx.staging import register_staged   # the backend's own rule
+    from polyir.ptx.staging import register_staged  # the backend's own rule
     return set(register_staged(kernel, target.sm))
 
 
