@@ -34,11 +34,12 @@ from polyir.errors import IllegalTransform
 from polyir.ir.affine import Aff
 from polyir.ir.canonical import CanonicalForm, canonical_form, transfer
 from polyir.ir.names import claim_name, find_loop, names_in
-from polyir.ir.nodes import For, Function, If, Node
-from polyir.ir.walk import STATEMENT_NODES, substitute, walk_nodes
+from polyir.ir.nodes import Buffer, For, Function, If, Node
+from polyir.ir.walk import STATEMENT_NODES, buffers_used, substitute, walk_nodes
 from polyir.polyhedral.dependences import Dependences, compute_dependences
 from polyir.polyhedral.extract import extract
 from polyir.polyhedral.legality import check_rewrite
+from polyir.tiling.expand import expand_scalar_locals
 
 
 def _statements_of(node: Node) -> set[str]:
@@ -92,15 +93,13 @@ def split_loop(function: Function, loop: For, groups: Sequence[Sequence[int]],
     function's names; no legality check here)."""
     if len(groups) < 2:
         return function
-    if loop.locals:
-        raise IllegalTransform(f"loop '{loop.var}' declares loop-scoped locals "
-                               f"({', '.join(b.name for b in loop.locals)}); distributing it "
-                               f"would need them per part")
+    function, loop, part_locals = _locals_per_part(function, loop, groups)
     taken = names_in(function) if taken is None else taken
     parts: list[Node] = []
     for k, group in enumerate(groups):
         body = tuple(loop.body[p] for p in group)
-        parts.append(replace(loop, body=body) if k == 0 else _copy_loop(loop, body, taken))
+        part = replace(loop, body=body, locals=part_locals[k])
+        parts.append(part if k == 0 else _copy_loop(part, body, taken))
 
     def visit(nodes: tuple[Node, ...]) -> tuple[Node, ...]:
         out: list[Node] = []
@@ -116,6 +115,32 @@ def split_loop(function: Function, loop: For, groups: Sequence[Sequence[int]],
         return tuple(out)
 
     return replace(function, body=visit(function.body))
+
+
+def _locals_per_part(function: Function, loop: For, groups: Sequence[Sequence[int]]
+                     ) -> tuple[Function, For, list[tuple[Buffer, ...]]]:
+    """Each loop-scoped local of ``loop`` goes to the one part that uses it; the
+    scalars that several parts use are expanded along the loop first
+    (:func:`polyir.tiling.expand.expand_scalar_locals`). Returns the function, the
+    loop (expanded) and each part's locals; ``IllegalTransform`` when a shared
+    local cannot be expanded."""
+    users: dict[str, set[int]] = {b.name: set() for b in loop.locals}
+    for k, group in enumerate(groups):
+        used = buffers_used(tuple(loop.body[p] for p in group))
+        for name in users:
+            if name in used:
+                users[name].add(k)
+    shared = [name for name, parts in users.items() if len(parts) > 1]
+    if shared:
+        try:
+            function, loop = expand_scalar_locals(function, loop, shared)
+        except IllegalTransform as error:
+            raise IllegalTransform(f"loop '{loop.var}' declares loop-scoped locals "
+                                   f"({', '.join(shared)}) that several parts use, and they "
+                                   f"cannot be expanded: {error.message}") from error
+    part_locals = [tuple(b for b in loop.locals if k in users[b.name] or
+                         (not users[b.name] and k == 0)) for k in range(len(groups))]
+    return function, loop, part_locals
 
 
 def distribute_loop(function: Function, name: str, deps: Dependences | None = None,
@@ -194,6 +219,7 @@ def distribute_function(function: Function, loops: Sequence[str] = (),
         find_loop(function, name)  # UnknownLoop before any work
     taken = names_in(function)
     seen: dict[str, tuple[CanonicalForm, tuple[Node, ...] | None, list[tuple[str, Exception]]]] = {}
+    added: list[Buffer] = []
     for node in function.body:
         if not isinstance(node, For):
             body.append(node)
@@ -209,13 +235,15 @@ def distribute_function(function: Function, loops: Sequence[str] = (),
         nest = _distribute_nest(replace(function, body=(node,)), wanted, taken, errors)
         if refused is not None:
             refused.extend(errors)
-        if form is not None:
+        expanded = nest.locals[len(function.locals):]  # scalars expanded along a top-level loop
+        added.extend(expanded)
+        if form is not None and not expanded:
             unchanged = len(nest.body) == 1 and nest.body[0] is node
             seen[form.key] = (form, None if unchanged else nest.body, errors)
         body.extend(nest.body)
     if all(a is b for a, b in zip(body, function.body, strict=False)) and len(body) == len(function.body):
         return function
-    return replace(function, body=tuple(body))
+    return replace(function, body=tuple(body), locals=function.locals + tuple(added))
 
 
 def _distribute_nest(original: Function, wanted: set[str], taken: set[str],
