@@ -35,7 +35,7 @@ from polyir.ir.affine import Aff
 from polyir.ir.canonical import CanonicalForm, canonical_form, transfer
 from polyir.ir.names import claim_name, find_loop, names_in
 from polyir.ir.nodes import Buffer, For, Function, If, Node
-from polyir.ir.walk import STATEMENT_NODES, buffers_used, substitute, walk_nodes
+from polyir.ir.walk import STATEMENT_NODES, buffer_accesses, buffers_used, substitute, walk_nodes
 from polyir.polyhedral.dependences import Dependences, compute_dependences
 from polyir.polyhedral.extract import extract
 from polyir.polyhedral.legality import check_rewrite
@@ -87,13 +87,15 @@ def _copy_loop(loop: For, body: tuple[Node, ...], taken: set[str]) -> For:
 
 
 def split_loop(function: Function, loop: For, groups: Sequence[Sequence[int]],
-               taken: set[str] | None = None) -> Function:
+               taken: set[str] | None = None, expand_accumulators: bool = True) -> Function:
     """``function`` with ``loop`` replaced by one loop per group of its children
     (the first keeps the names; new names avoid ``taken``, default the
-    function's names; no legality check here)."""
+    function's names; no legality check here). A loop-scoped local goes to the
+    part that uses it; a scalar that several parts use is expanded along the
+    loop (see :func:`_locals_per_part` for ``expand_accumulators``)."""
     if len(groups) < 2:
         return function
-    function, loop, part_locals = _locals_per_part(function, loop, groups)
+    function, loop, part_locals = _locals_per_part(function, loop, groups, expand_accumulators)
     taken = names_in(function) if taken is None else taken
     parts: list[Node] = []
     for k, group in enumerate(groups):
@@ -117,13 +119,31 @@ def split_loop(function: Function, loop: For, groups: Sequence[Sequence[int]],
     return replace(function, body=visit(function.body))
 
 
-def _locals_per_part(function: Function, loop: For, groups: Sequence[Sequence[int]]
+def _accumulator_left_to_auto_tile(loop: For, name: str) -> bool:
+    """Whether automatic distribution leaves scalar ``name`` of ``loop`` alone: no
+    loop in the body reads it without writing it (it is an accumulator with an
+    epilogue of plain statements, not a value broadcast into a loop) and
+    ``loop`` has constant bounds, the shape ``auto-tile`` widens to a tile or
+    spills into the output (``polyir.tiling.widen``, ``polyir.tiling.spill``)."""
+    for child in loop.body:
+        if isinstance(child, For):
+            read, written = buffer_accesses((child,))
+            if name in read and name not in written:
+                return False
+    constant = len(loop.lower) == 1 and len(loop.upper) == 1 and loop.lower[0].is_constant \
+        and loop.upper[0].is_constant
+    return constant
+
+
+def _locals_per_part(function: Function, loop: For, groups: Sequence[Sequence[int]],
+                     expand_accumulators: bool = True
                      ) -> tuple[Function, For, list[tuple[Buffer, ...]]]:
     """Each loop-scoped local of ``loop`` goes to the one part that uses it; the
     scalars that several parts use are expanded along the loop first
-    (:func:`polyir.tiling.expand.expand_scalar_locals`). Returns the function, the
-    loop (expanded) and each part's locals; ``IllegalTransform`` when a shared
-    local cannot be expanded."""
+    (:func:`polyir.tiling.expand.expand_scalar_locals`; with ``expand_accumulators``
+    false, not those :func:`_accumulator_left_to_auto_tile` keeps). Returns the
+    function, the loop (expanded) and each part's locals; ``IllegalTransform`` when
+    a shared local cannot or may not be expanded."""
     users: dict[str, set[int]] = {b.name: set() for b in loop.locals}
     for k, group in enumerate(groups):
         used = buffers_used(tuple(loop.body[p] for p in group))
@@ -131,6 +151,13 @@ def _locals_per_part(function: Function, loop: For, groups: Sequence[Sequence[in
             if name in used:
                 users[name].add(k)
     shared = [name for name, parts in users.items() if len(parts) > 1]
+    if shared and not expand_accumulators:
+        kept = [name for name in shared if _accumulator_left_to_auto_tile(loop, name)]
+        if kept:
+            raise IllegalTransform(f"loop '{loop.var}' declares loop-scoped accumulators "
+                                   f"({', '.join(kept)}) that only statements of its body read "
+                                   f"and it has a constant trip count: auto-tile widens or "
+                                   f"spills such an accumulator in place")
     if shared:
         try:
             function, loop = expand_scalar_locals(function, loop, shared)
@@ -144,7 +171,8 @@ def _locals_per_part(function: Function, loop: For, groups: Sequence[Sequence[in
 
 
 def distribute_loop(function: Function, name: str, deps: Dependences | None = None,
-                    taken: set[str] | None = None, ctx: isl.Context | None = None) -> Function:
+                    taken: set[str] | None = None, ctx: isl.Context | None = None,
+                    expand_accumulators: bool = True) -> Function:
     """``function`` with loop ``name`` distributed as far as its dependences allow.
 
     Raises ``polyir.ir.names.UnknownLoop`` for an unknown loop and
@@ -163,7 +191,7 @@ def distribute_loop(function: Function, name: str, deps: Dependences | None = No
         answer = check_rewrite(deps, apart, what=f"distributing loop '{name}'")
         raise IllegalTransform(f"loop '{name}' cannot be distributed: a dependence cycle joins its "
                                f"parts ({answer.reason})", answer.dependence, answer.witness)
-    result = split_loop(function, loop, groups, taken)
+    result = split_loop(function, loop, groups, taken, expand_accumulators)
     check_rewrite(deps, result, what=f"distributing loop '{name}'").require()
     return result
 
@@ -264,7 +292,8 @@ def _distribute_nest(original: Function, wanted: set[str], taken: set[str],
         name = candidates[0]
         tried.add(name)
         try:
-            nest = distribute_loop(nest, name, taken=taken, ctx=budget)
+            nest = distribute_loop(nest, name, taken=taken, ctx=budget,
+                                   expand_accumulators=bool(wanted))
         except IllegalTransform as error:
             if wanted:
                 raise
