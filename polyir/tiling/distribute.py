@@ -34,8 +34,8 @@ from polyir.errors import IllegalTransform
 from polyir.ir.affine import Aff
 from polyir.ir.canonical import CanonicalForm, canonical_form, transfer
 from polyir.ir.names import claim_name, find_loop, names_in
-from polyir.ir.nodes import Buffer, For, Function, If, Node
-from polyir.ir.walk import STATEMENT_NODES, buffer_accesses, buffers_used, substitute, walk_nodes
+from polyir.ir.nodes import Assign, Buffer, For, Function, If, Node
+from polyir.ir.walk import STATEMENT_NODES, buffer_accesses, buffers_used, loads, substitute, walk_nodes
 from polyir.polyhedral.dependences import Dependences, compute_dependences
 from polyir.polyhedral.extract import extract
 from polyir.polyhedral.legality import check_rewrite
@@ -215,7 +215,35 @@ def imperfect_loops(function: Function) -> list[str]:
     return found
 
 
-__all__ = ["distribution_groups", "split_loop", "distribute_loop", "imperfect_loops"]
+def _reduces_along(statement: Assign, var: str) -> bool:
+    """Whether ``statement`` accumulates into one element for every value of ``var``
+    (``q[i] = q[i] + A[i, j] * p[j]`` along ``j``): its target's subscripts do not
+    use ``var`` and its value reads the target."""
+    if any(not isinstance(i, Aff) or var in i.variables() for i in statement.indices):
+        return False
+    return any(ld.buffer == statement.buffer and ld.indices == statement.indices
+               for ld in loads(statement.value))
+
+
+def mixed_reduction_loops(function: Function) -> list[str]:
+    """Variables of the innermost loops whose body holds statements only, at least
+    one reducing along the loop and one not (``for j { s[j] += r[i] * A[i, j];
+    q[i] += A[i, j] * p[j] }``): apart, the element-wise statements vectorise along
+    the loop and the reductions get ``auto-tile``'s rows of independent sums;
+    together neither does."""
+    found: list[str] = []
+    for node in walk_nodes(function.body):
+        if not isinstance(node, For) or len(node.body) < 2 \
+                or not all(isinstance(c, Assign) for c in node.body):
+            continue
+        kinds = {_reduces_along(c, node.var) for c in node.body if isinstance(c, Assign)}
+        if kinds == {True, False}:
+            found.append(node.var)
+    return found
+
+
+__all__ = ["distribution_groups", "split_loop", "distribute_loop", "imperfect_loops",
+           "mixed_reduction_loops"]
 
 
 AUTOMATIC_OPERATIONS = 3_000_000
@@ -285,8 +313,8 @@ def _distribute_nest(original: Function, wanted: set[str], taken: set[str],
         budget = isl.Context()
         budget.set_max_operations(AUTOMATIC_OPERATIONS)
     while True:
-        candidates = [v for v in imperfect_loops(nest) if v not in tried
-                      and (not wanted or v in wanted)]
+        candidates = [v for v in mixed_reduction_loops(nest) + imperfect_loops(nest)
+                      if v not in tried and (not wanted or v in wanted)]
         if not candidates:
             break
         name = candidates[0]

@@ -1,5 +1,6 @@
 """Scalar expansion of loop-scoped temporaries, so that distribution can split
-the loop that declares them (``polyir/tiling/expand.py``)."""
+the loop that declares them (``polyir/tiling/expand.py``), and the split of
+loops that mix reductions with element-wise updates (``polyir/tiling/distribute.py``)."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,10 +10,12 @@ from hypothesis import given, settings
 import polyir
 from polyir.context import PassContext
 from polyir.errors import IllegalTransform, PassError
-from polyir.ir.nodes import For
+from polyir.ir.nodes import Assign, For
+from polyir.ir.walk import walk_nodes
 from polyir.passes import transform
 from polyir.testing import assert_equivalent, assert_preserves_or_refuses, programs
 from polyir.testing.corpus import corpus_kernel
+from polyir.tiling.distribute import mixed_reduction_loops
 from tests.conftest import examples
 
 ATAX = """func atax(A: f32[m, n], x: f32[n], y: f32[n]) {
@@ -118,7 +121,7 @@ def test_shrink_then_distribute_preserves_or_refuses_on_random_programs(module) 
                                     parallel_order=order)
 
 
-@pytest.mark.parametrize("name", ["atax", "conv2d-pad", "row-norms", "softmax-rows"])
+@pytest.mark.parametrize("name", ["atax", "bicg", "conv2d-pad", "row-norms", "softmax-rows"])
 def test_kernels_with_expanded_temporaries_match_python(name: str) -> None:
     kernel = corpus_kernel(name)
     args = kernel.make_args(kernel.sizes, np.random.default_rng(3), dtype=np.float32)
@@ -130,3 +133,30 @@ def test_kernels_with_expanded_temporaries_match_python(name: str) -> None:
     for have, expected in zip(got, want, strict=True):
         if isinstance(expected, np.ndarray):
             np.testing.assert_allclose(have, expected, rtol=2e-3, atol=2e-3)
+
+
+BICG = """func bicg(A: f32[n, m], s: f32[m], q: f32[n], p: f32[m], r: f32[n]) {
+  for i = 0 to n {
+    S1: q[i] = 0.0
+    for j = 0 to m {
+      S2: s[j] = s[j] + r[i] * A[i, j]
+      S3: q[i] = q[i] + A[i, j] * p[j]
+    }
+  }
+}"""
+
+
+def test_a_reduction_and_an_element_wise_update_are_split_apart() -> None:
+    module = polyir.parse(BICG)
+    assert mixed_reduction_loops(module.entry) == ["j"]
+    result = transform(module, "distribute")
+    statements = [[s.name for s in walk_nodes((nest,)) if isinstance(s, Assign)]
+                  for nest in result.entry.body]
+    assert statements == [["S1"], ["S2"], ["S3"]]
+    assert_equivalent(module, result)
+
+
+def test_a_loop_of_reductions_only_is_not_a_candidate() -> None:
+    module = polyir.parse(BICG.replace("S2: s[j] = s[j] + r[i] * A[i, j]",
+                                       "S2: r[i] = r[i] + A[i, j]"))
+    assert mixed_reduction_loops(module.entry) == []
