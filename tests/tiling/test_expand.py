@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import polyir
 from polyir.context import PassContext
@@ -160,3 +161,54 @@ def test_a_loop_of_reductions_only_is_not_a_candidate() -> None:
     module = polyir.parse(BICG.replace("S2: s[j] = s[j] + r[i] * A[i, j]",
                                        "S2: r[i] = r[i] + A[i, j]"))
     assert mixed_reduction_loops(module.entry) == []
+
+
+TEMPLATE = """func f(A: f32[m, n], y: f32[n], z: f32[m]) {{
+  for o = 0 to 2 {{
+    for i = {lower} to {upper} step {step} {{
+      local t: f32[] @local
+      S1: t[] = {init}
+      for j = 0 to n {{
+        S2: t[] = t[] {op} A[i, j]
+      }}
+      {use}
+    }}
+  }}
+}}"""
+USES = ("for k = 0 to n {\n        S3: y[k] = y[k] + A[i, k] * t[]\n      }",
+        "S3: z[i] = t[] * 2.0",
+        "S3: z[i] = z[i] + t[]\n      S4: y[0] = y[0] + t[]")
+
+
+@settings(max_examples=examples(30))
+@given(st.sampled_from(("0", "1", "o")), st.sampled_from(("m", "m - 1", "min(m, 4)")),
+       st.sampled_from((1, 2)), st.sampled_from(("0.0", "z[i]", "A[i, 0]")),
+       st.sampled_from(("+", "*")), st.sampled_from(USES))
+def test_distribute_with_expansion_preserves_or_refuses(lower: str, upper: str, step: int, init: str,
+                                                         op: str, use: str) -> None:
+    text = TEMPLATE.format(lower=lower, upper=upper, step=step, init=init, op=op, use=use)
+    module = polyir.parse(text)
+    for pipeline in ("distribute", "distribute{loops=i}"):
+        for order in ("forward", "reverse"):
+            assert_preserves_or_refuses(lambda m, p=pipeline: transform(m, p), module,
+                                        parallel_order=order)
+
+
+def test_constant_bound_accumulators_are_left_to_auto_tile() -> None:
+    text = """func f(A: f32[8, n], z: f32[8]) {
+  for i = 0 to 8 {
+    local t: f32[] @local
+    S1: t[] = 0.0
+    for j = 0 to n {
+      S2: t[] = t[] + A[i, j]
+    }
+    S3: z[i] = t[] * 2.0
+  }
+}"""
+    module = polyir.parse(text)
+    ctx = PassContext()
+    assert transform(module, "distribute", ctx=ctx) is module
+    assert any("auto-tile widens or spills" in r.why for r in ctx.remarks), ctx.remarks
+    named = transform(module, "distribute{loops=i}")  # asked for by name: expanded
+    assert [str(b.shape[0]) for b in named.entry.locals] == ["8"]
+    assert_equivalent(module, named)
