@@ -29,7 +29,7 @@ from polyir.context import PassContext
 from polyir.fusion.graph import NestGraph
 from polyir.fusion.moments import single_pass_moments
 from polyir.fusion.online import DEFAULT_ROWS, DEFAULT_TILE, online_reductions, pull_consumers
-from polyir.fusion.policy import FusionOptions, plan_and_fuse
+from polyir.fusion.policy import FusionOptions, plan_and_fuse, sibling_traversal_conflict
 from polyir.fusion.privatize import shrink_buffers
 from polyir.fusion.producer_consumer import FusionRefused, fuse_into
 from polyir.fusion.sibling import common_depth, fuse_siblings
@@ -111,7 +111,13 @@ def _fuse_siblings(function: Function, ctx: PassContext, where: str, max_depth: 
                 depth = common_depth(a, b)  # type: ignore[arg-type]
                 if max_depth:
                     depth = min(depth, max_depth)
+                why = None
+                while depth and (conflict := sibling_traversal_conflict(a, b, depth, shared)):  # type: ignore[arg-type]
+                    why, depth = why or conflict, depth - 1
                 if depth == 0:
+                    if why:
+                        ctx.remark("fuse", f"{where}, siblings {nest.name} and {graph.nests[other].name}",
+                                   f"not fused: {why}")
                     continue
                 try:
                     function = fuse_siblings(function, nest.index, other, depth, ctx.analyses.isl)

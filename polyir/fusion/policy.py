@@ -26,9 +26,10 @@ from polyir.errors import IllegalTransform
 from polyir.fusion.cost import DEFAULT_TOLERANCE, Estimate, decide, estimate
 from polyir.fusion.graph import NestGraph
 from polyir.fusion.producer_consumer import fuse_into, observable_buffers, window, window_scop
+from polyir.ir.affine import Aff
 from polyir.ir.canonical import CanonicalForm, canonical_form
-from polyir.ir.nodes import For, Function
-from polyir.ir.walk import buffer_accesses
+from polyir.ir.nodes import Assign, For, Function
+from polyir.ir.walk import buffer_accesses, loads, walk_nodes
 from polyir.polyhedral.extract import Scop
 from polyir.polyhedral.footprint import footprints
 from polyir.polyhedral.slices import Slice, SliceError, compute_slice, loop_chain
@@ -236,5 +237,43 @@ def plan_and_fuse(function: Function, target: Target, ctx: isl.Context,
     return function, report
 
 
-__all__ = ["FusionStep", "FusionOptions", "FusionReport", "pair_form", "plan_and_fuse", "try_pair",
+__all__ = ["sibling_traversal_conflict", "FusionStep", "FusionOptions", "FusionReport", "pair_form", "plan_and_fuse", "try_pair",
            "working_set"]
+
+
+def _strides(nest: For, depth: int, buffers: frozenset[str]) -> dict[str, set[str]]:
+    """How the loop at ``depth`` of ``nest``'s chain walks each of ``buffers``:
+    ``"unit"`` (it indexes only the last dimension), ``"strided"`` (an outer
+    dimension), per buffer; subscripts it does not use add nothing."""
+    var = loop_chain(nest, depth)[-1].var
+    found: dict[str, set[str]] = {}
+    accesses: list[tuple[str, tuple[object, ...]]] = []
+    for node in walk_nodes((nest,)):
+        if isinstance(node, Assign):
+            accesses.append((node.buffer, node.indices))
+            accesses.extend((ld.buffer, ld.indices) for ld in loads(node.value))
+    for buffer, indices in accesses:
+        if buffer not in buffers:
+            continue
+        uses = [d for d, index in enumerate(indices)
+                if isinstance(index, Aff) and var in index.variables()]
+        if uses:
+            found.setdefault(buffer, set()).add("unit" if uses == [len(indices) - 1] else "strided")
+    return found
+
+
+def sibling_traversal_conflict(a: For, b: For, depth: int, shared: frozenset[str]) -> str | None:
+    """Why sibling fusion of ``a`` and ``b`` at ``depth`` would cost more than the
+    reuse it gains, or ``None``: the innermost shared loop walks a shared buffer
+    along its rows in one nest and down its columns in the other (``x1[i] +=
+    A[i, j] * y1[j]`` and ``x2[i] += A[j, i] * y2[j]``), so one of the two loses
+    the loop order ``auto-tile`` would give it alone (a unit-stride inner loop
+    or rows of independent sums)."""
+    left, right = _strides(a, depth, shared), _strides(b, depth, shared)
+    for buffer in sorted(shared):
+        kinds = left.get(buffer, set()), right.get(buffer, set())
+        if ("unit" in kinds[0] and "strided" in kinds[1]) or ("strided" in kinds[0] and "unit" in kinds[1]):
+            return (f"the nests walk {buffer} in different orders at depth {depth} (along its "
+                    f"rows in one, down its columns in the other): fused, one would lose its "
+                    f"loop order")
+    return None

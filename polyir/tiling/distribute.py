@@ -34,11 +34,12 @@ from polyir.errors import IllegalTransform
 from polyir.ir.affine import Aff
 from polyir.ir.canonical import CanonicalForm, canonical_form, transfer
 from polyir.ir.names import claim_name, find_loop, names_in
-from polyir.ir.nodes import For, Function, If, Node
-from polyir.ir.walk import STATEMENT_NODES, substitute, walk_nodes
+from polyir.ir.nodes import Assign, Buffer, For, Function, If, Node
+from polyir.ir.walk import STATEMENT_NODES, buffer_accesses, buffers_used, loads, substitute, walk_nodes
 from polyir.polyhedral.dependences import Dependences, compute_dependences
 from polyir.polyhedral.extract import extract
 from polyir.polyhedral.legality import check_rewrite
+from polyir.tiling.expand import expand_scalar_locals
 
 
 def _statements_of(node: Node) -> set[str]:
@@ -86,21 +87,21 @@ def _copy_loop(loop: For, body: tuple[Node, ...], taken: set[str]) -> For:
 
 
 def split_loop(function: Function, loop: For, groups: Sequence[Sequence[int]],
-               taken: set[str] | None = None) -> Function:
+               taken: set[str] | None = None, expand_accumulators: bool = True) -> Function:
     """``function`` with ``loop`` replaced by one loop per group of its children
     (the first keeps the names; new names avoid ``taken``, default the
-    function's names; no legality check here)."""
+    function's names; no legality check here). A loop-scoped local goes to the
+    part that uses it; a scalar that several parts use is expanded along the
+    loop (see :func:`_locals_per_part` for ``expand_accumulators``)."""
     if len(groups) < 2:
         return function
-    if loop.locals:
-        raise IllegalTransform(f"loop '{loop.var}' declares loop-scoped locals "
-                               f"({', '.join(b.name for b in loop.locals)}); distributing it "
-                               f"would need them per part")
+    function, loop, part_locals = _locals_per_part(function, loop, groups, expand_accumulators)
     taken = names_in(function) if taken is None else taken
     parts: list[Node] = []
     for k, group in enumerate(groups):
         body = tuple(loop.body[p] for p in group)
-        parts.append(replace(loop, body=body) if k == 0 else _copy_loop(loop, body, taken))
+        part = replace(loop, body=body, locals=part_locals[k])
+        parts.append(part if k == 0 else _copy_loop(part, body, taken))
 
     def visit(nodes: tuple[Node, ...]) -> tuple[Node, ...]:
         out: list[Node] = []
@@ -118,8 +119,60 @@ def split_loop(function: Function, loop: For, groups: Sequence[Sequence[int]],
     return replace(function, body=visit(function.body))
 
 
+def _accumulator_left_to_auto_tile(loop: For, name: str) -> bool:
+    """Whether automatic distribution leaves scalar ``name`` of ``loop`` alone: no
+    loop in the body reads it without writing it (it is an accumulator with an
+    epilogue of plain statements, not a value broadcast into a loop) and
+    ``loop`` has constant bounds, the shape ``auto-tile`` widens to a tile or
+    spills into the output (``polyir.tiling.widen``, ``polyir.tiling.spill``)."""
+    for child in loop.body:
+        if isinstance(child, For):
+            read, written = buffer_accesses((child,))
+            if name in read and name not in written:
+                return False
+    constant = len(loop.lower) == 1 and len(loop.upper) == 1 and loop.lower[0].is_constant \
+        and loop.upper[0].is_constant
+    return constant
+
+
+def _locals_per_part(function: Function, loop: For, groups: Sequence[Sequence[int]],
+                     expand_accumulators: bool = True
+                     ) -> tuple[Function, For, list[tuple[Buffer, ...]]]:
+    """Each loop-scoped local of ``loop`` goes to the one part that uses it; the
+    scalars that several parts use are expanded along the loop first
+    (:func:`polyir.tiling.expand.expand_scalar_locals`; with ``expand_accumulators``
+    false, not those :func:`_accumulator_left_to_auto_tile` keeps). Returns the
+    function, the loop (expanded) and each part's locals; ``IllegalTransform`` when
+    a shared local cannot or may not be expanded."""
+    users: dict[str, set[int]] = {b.name: set() for b in loop.locals}
+    for k, group in enumerate(groups):
+        used = buffers_used(tuple(loop.body[p] for p in group))
+        for name in users:
+            if name in used:
+                users[name].add(k)
+    shared = [name for name, parts in users.items() if len(parts) > 1]
+    if shared and not expand_accumulators:
+        kept = [name for name in shared if _accumulator_left_to_auto_tile(loop, name)]
+        if kept:
+            raise IllegalTransform(f"loop '{loop.var}' declares loop-scoped accumulators "
+                                   f"({', '.join(kept)}) that only statements of its body read "
+                                   f"and it has a constant trip count: auto-tile widens or "
+                                   f"spills such an accumulator in place")
+    if shared:
+        try:
+            function, loop = expand_scalar_locals(function, loop, shared)
+        except IllegalTransform as error:
+            raise IllegalTransform(f"loop '{loop.var}' declares loop-scoped locals "
+                                   f"({', '.join(shared)}) that several parts use, and they "
+                                   f"cannot be expanded: {error.message}") from error
+    part_locals = [tuple(b for b in loop.locals if k in users[b.name] or
+                         (not users[b.name] and k == 0)) for k in range(len(groups))]
+    return function, loop, part_locals
+
+
 def distribute_loop(function: Function, name: str, deps: Dependences | None = None,
-                    taken: set[str] | None = None, ctx: isl.Context | None = None) -> Function:
+                    taken: set[str] | None = None, ctx: isl.Context | None = None,
+                    expand_accumulators: bool = True) -> Function:
     """``function`` with loop ``name`` distributed as far as its dependences allow.
 
     Raises ``polyir.ir.names.UnknownLoop`` for an unknown loop and
@@ -138,7 +191,7 @@ def distribute_loop(function: Function, name: str, deps: Dependences | None = No
         answer = check_rewrite(deps, apart, what=f"distributing loop '{name}'")
         raise IllegalTransform(f"loop '{name}' cannot be distributed: a dependence cycle joins its "
                                f"parts ({answer.reason})", answer.dependence, answer.witness)
-    result = split_loop(function, loop, groups, taken)
+    result = split_loop(function, loop, groups, taken, expand_accumulators)
     check_rewrite(deps, result, what=f"distributing loop '{name}'").require()
     return result
 
@@ -162,7 +215,35 @@ def imperfect_loops(function: Function) -> list[str]:
     return found
 
 
-__all__ = ["distribution_groups", "split_loop", "distribute_loop", "imperfect_loops"]
+def _reduces_along(statement: Assign, var: str) -> bool:
+    """Whether ``statement`` accumulates into one element for every value of ``var``
+    (``q[i] = q[i] + A[i, j] * p[j]`` along ``j``): its target's subscripts do not
+    use ``var`` and its value reads the target."""
+    if any(not isinstance(i, Aff) or var in i.variables() for i in statement.indices):
+        return False
+    return any(ld.buffer == statement.buffer and ld.indices == statement.indices
+               for ld in loads(statement.value))
+
+
+def mixed_reduction_loops(function: Function) -> list[str]:
+    """Variables of the innermost loops whose body holds statements only, at least
+    one reducing along the loop and one not (``for j { s[j] += r[i] * A[i, j];
+    q[i] += A[i, j] * p[j] }``): apart, the element-wise statements vectorise along
+    the loop and the reductions get ``auto-tile``'s rows of independent sums;
+    together neither does."""
+    found: list[str] = []
+    for node in walk_nodes(function.body):
+        if not isinstance(node, For) or len(node.body) < 2 \
+                or not all(isinstance(c, Assign) for c in node.body):
+            continue
+        kinds = {_reduces_along(c, node.var) for c in node.body if isinstance(c, Assign)}
+        if kinds == {True, False}:
+            found.append(node.var)
+    return found
+
+
+__all__ = ["distribution_groups", "split_loop", "distribute_loop", "imperfect_loops",
+           "mixed_reduction_loops"]
 
 
 AUTOMATIC_OPERATIONS = 3_000_000
@@ -194,6 +275,7 @@ def distribute_function(function: Function, loops: Sequence[str] = (),
         find_loop(function, name)  # UnknownLoop before any work
     taken = names_in(function)
     seen: dict[str, tuple[CanonicalForm, tuple[Node, ...] | None, list[tuple[str, Exception]]]] = {}
+    added: list[Buffer] = []
     for node in function.body:
         if not isinstance(node, For):
             body.append(node)
@@ -209,13 +291,15 @@ def distribute_function(function: Function, loops: Sequence[str] = (),
         nest = _distribute_nest(replace(function, body=(node,)), wanted, taken, errors)
         if refused is not None:
             refused.extend(errors)
-        if form is not None:
+        expanded = nest.locals[len(function.locals):]  # scalars expanded along a top-level loop
+        added.extend(expanded)
+        if form is not None and not expanded:
             unchanged = len(nest.body) == 1 and nest.body[0] is node
             seen[form.key] = (form, None if unchanged else nest.body, errors)
         body.extend(nest.body)
     if all(a is b for a, b in zip(body, function.body, strict=False)) and len(body) == len(function.body):
         return function
-    return replace(function, body=tuple(body))
+    return replace(function, body=tuple(body), locals=function.locals + tuple(added))
 
 
 def _distribute_nest(original: Function, wanted: set[str], taken: set[str],
@@ -229,14 +313,15 @@ def _distribute_nest(original: Function, wanted: set[str], taken: set[str],
         budget = isl.Context()
         budget.set_max_operations(AUTOMATIC_OPERATIONS)
     while True:
-        candidates = [v for v in imperfect_loops(nest) if v not in tried
-                      and (not wanted or v in wanted)]
+        candidates = [v for v in mixed_reduction_loops(nest) + imperfect_loops(nest)
+                      if v not in tried and (not wanted or v in wanted)]
         if not candidates:
             break
         name = candidates[0]
         tried.add(name)
         try:
-            nest = distribute_loop(nest, name, taken=taken, ctx=budget)
+            nest = distribute_loop(nest, name, taken=taken, ctx=budget,
+                                   expand_accumulators=bool(wanted))
         except IllegalTransform as error:
             if wanted:
                 raise
