@@ -6,7 +6,8 @@ folder), after ``bench.caches.drop_polyir_memory_caches`` (which also empties
 the isl memo, ``polyir.polyhedral.memo.ISL_MEMO``, where the tree has one);
 polyir's one-time process costs are paid first on a throwaway model. Prints
 one JSON line per model, with the isl memo's counters of the last compile
-when the tree has the memo. Usage::
+when the tree has the memo, and the median of the compiling process' CPU
+seconds next to the wall-clock median. Usage::
 
     PYTHONPATH=. python scripts/compile_time.py transformer_encoder small_cnn --repeats 3
 """
@@ -26,15 +27,17 @@ from bench.caches import drop_polyir_memory_caches, polyir_cache, warm_up_polyir
 from bench.models import make
 
 
-def cold_seconds(name: str) -> float:
-    """Seconds of one cold ``polyir.compile`` of bench model ``name`` at batch 1."""
+def cold_seconds(name: str) -> tuple[float, float]:
+    """Wall-clock and this process' CPU seconds of one cold ``polyir.compile`` of
+    bench model ``name`` at batch 1 (the CPU figure leaves out the LLVM worker
+    process and most of the noise of a shared machine)."""
     import polyir
     model, inputs = make(name, 1)
     with tempfile.TemporaryDirectory() as directory, polyir_cache(directory), torch.no_grad():
         drop_polyir_memory_caches()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         polyir.compile(model, inputs)
-        return time.perf_counter() - start
+        return time.perf_counter() - start, time.process_time() - cpu
 
 
 def memo_counters() -> dict[str, Any]:
@@ -54,8 +57,10 @@ def main() -> None:
     warm_up_polyir()
     for name in args.models:
         runs = [cold_seconds(name) for _ in range(args.repeats)]
-        print(json.dumps({"model": name, "median_s": round(statistics.median(runs), 2),
-                          "runs_s": [round(r, 2) for r in runs], "memo": memo_counters()}), flush=True)
+        walls, cpus = [wall for wall, _ in runs], [cpu for _, cpu in runs]
+        print(json.dumps({"model": name, "median_s": round(statistics.median(walls), 2),
+                          "median_cpu_s": round(statistics.median(cpus), 2),
+                          "runs_s": [round(r, 2) for r in walls], "memo": memo_counters()}), flush=True)
 
 
 if __name__ == "__main__":

@@ -438,7 +438,8 @@ class _Extractor:
         # statements under the same loops and conditions share their domain, and an access
         # text repeated there (a reduction's read and write) its relation: each is parsed once,
         # without a tuple name, and named per statement; across extractions (the passes
-        # extract a nest again after each change) the parses are memoised in ISL_MEMO
+        # extract a nest again after each change) the domains come from ISL_MEMO (an access
+        # relation is cheaper to build again than to parse back from the memo's text)
         self._domains: dict[tuple[tuple[str, ...], tuple[str, ...]], isl.Set] = {}
         self._relations: dict[tuple[object, ...], isl.Map] = {}
 
@@ -625,10 +626,8 @@ class _Extractor:
         if unnamed is None:
             text = (f"{self.param_text} -> {{ [{', '.join(frame.dims)}] -> "
                     f"{isl_name(buffer)}[{', '.join(outs)}] : {cond} }}")
-            domain = self._domains[(frame.dims, frame.constraints)]
-            unnamed = ISL_MEMO.answer(
-                "access", self.ctx, (text, " and ".join(frame.constraints), self.context_text),
-                lambda: isl.Map(text, context=self.ctx).intersect_domain(domain).coalesce(), isl.Map)
+            unnamed = isl.Map(text, context=self.ctx).intersect_domain(
+                self._domains[(frame.dims, frame.constraints)]).coalesce()
             self._relations[access_shape] = unnamed
         relation = unnamed.set_tuple_name(isl.dim_type.in_, isl_name(info.name))
         return Access(info.name, buffer, kind, relation, exact)

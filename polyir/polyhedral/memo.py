@@ -4,7 +4,7 @@ The passes of one compilation ask isl the same questions many times:
 auto-tile and widen analyse a nest, ``check_rewrite`` analyses the tiled
 result (whose untouched buffers pose the very dataflow problems the original
 did), distribution analyses each split, and every one of them extracts the
-statements' domains and accesses again. :class:`IslMemo` keeps the answers.
+statements' domains again. :class:`IslMemo` keeps the answers.
 
 A problem is keyed by its kind, by the printed text of its inputs (isl's
 printed form states every parameter, tuple name, constraint and existential,
@@ -118,7 +118,6 @@ class IslMemo:
 
 ISL_MEMO = IslMemo()
 """The memo of dependence problems (``polyir.polyhedral.dependences``) and of
-the statement domains and access relations extraction parses
-(``polyir.polyhedral.extract``)."""
+the statement domains extraction builds (``polyir.polyhedral.extract``)."""
 
 __all__ = ["MEMO_CHARACTERS", "IslMemo", "ISL_MEMO"]
