@@ -36,6 +36,7 @@ a limit) count lookups per kind of problem; a test or a profile reads them,
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TypeVar, Union
@@ -70,6 +71,7 @@ class IslMemo:
         self.bypassed: Counter[str] = Counter()
         self._answers: OrderedDict[tuple[str, bytes], str] = OrderedDict()
         self._size = 0
+        self._lock = threading.Lock()  # compilations may run on several threads
 
     def __len__(self) -> int:
         return len(self._answers)
@@ -80,11 +82,12 @@ class IslMemo:
 
     def clear(self) -> None:
         """Forget every answer and reset the counters."""
-        self._answers.clear()
-        self._size = 0
-        self.hits.clear()
-        self.misses.clear()
-        self.bypassed.clear()
+        with self._lock:
+            self._answers.clear()
+            self._size = 0
+            self.hits.clear()
+            self.misses.clear()
+            self.bypassed.clear()
 
     def answer(self, kind: str, ctx: isl.Context, inputs: Sequence[IslObject | str],
                compute: Callable[[], Answer], result: type[Answer]) -> Answer:
@@ -94,26 +97,35 @@ class IslMemo:
         operation limit, ``compute()`` itself. ``compute`` must be a function of
         ``kind``, ``inputs`` and ``ctx``'s options only."""
         if ctx.get_max_operations() != 0:
-            self.bypassed[kind] += 1
+            with self._lock:
+                self.bypassed[kind] += 1
             return compute()
         digest = hashlib.blake2b(_options(ctx).encode(), digest_size=20)
         for item in inputs:
             digest.update(b"\x00")
             digest.update(str(item).encode())
         key = (kind, digest.digest())
-        text = self._answers.get(key)
-        if text is not None:
-            self._answers.move_to_end(key)
-            self.hits[kind] += 1
-        else:
-            self.misses[kind] += 1
-            text = str(compute())
+        with self._lock:
+            text = self._answers.get(key)
+            if text is not None:
+                self._answers.move_to_end(key)
+                self.hits[kind] += 1
+            else:
+                self.misses[kind] += 1
+        if text is None:
+            text = str(compute())  # outside the lock: isl may take seconds
+            self._store(key, text)
+        return result(text, context=ctx)
+
+    def _store(self, key: tuple[str, bytes], text: str) -> None:
+        with self._lock:
+            if key in self._answers:  # another thread computed it meanwhile
+                return
             self._answers[key] = text
             self._size += len(text)
             while self._size > self.capacity and len(self._answers) > 1:
                 _, evicted = self._answers.popitem(last=False)
                 self._size -= len(evicted)
-        return result(text, context=ctx)
 
 
 ISL_MEMO = IslMemo()
