@@ -8,8 +8,9 @@ polyir: the CPU backend's only cache is on disk (``polyir.cpu.cache``; an
 executable is never reused in memory, each ``build_cpu`` makes a new one) and
 its directory is read from ``POLYIR_CACHE_DIR`` at each build. The pykernel
 frontend keeps the IR lowered from Python source in memory
-(``polyir.frontends.pykernel._IR_CACHE``); :func:`drop_polyir_memory_caches`
-empties it. Inductor: ``TORCHINDUCTOR_CACHE_DIR`` (read at each compile) and
+(``polyir.frontends.pykernel._IR_CACHE``), and the polyhedral layer the answers
+of isl problems (``polyir.polyhedral.memo.ISL_MEMO``);
+:func:`drop_polyir_memory_caches` empties both. Inductor: ``TORCHINDUCTOR_CACHE_DIR`` (read at each compile) and
 ``torch._inductor.utils.clear_caches`` plus ``torch._dynamo.reset``.
 
 The first compile in a process also pays one-time costs that are not the
@@ -91,6 +92,9 @@ def drop_polyir_memory_caches() -> None:
     ir_cache = getattr(pykernel, "_IR_CACHE", None)
     if isinstance(ir_cache, dict):
         ir_cache.clear()
+    from polyir.polyhedral.memo import ISL_MEMO
+
+    ISL_MEMO.clear()
 
 
 def drop_inductor_memory_caches() -> None:

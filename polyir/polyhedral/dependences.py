@@ -22,6 +22,7 @@ import islpy as isl
 
 from polyir.ir.nodes import Function, Module
 from polyir.polyhedral.extract import Access, Scop, extract, isl_name
+from polyir.polyhedral.memo import ISL_MEMO
 
 Pair = tuple[tuple[str, tuple[int, ...]], tuple[str, tuple[int, ...]]]
 """A dependence between two statement instances ``(statement, (loop values...))``."""
@@ -186,9 +187,12 @@ def kind_names(kinds: str | Sequence[str] | None) -> tuple[str, ...]:
 def _compute(sink: isl.UnionMap, must: isl.UnionMap, may: isl.UnionMap,
              time: isl.UnionMap) -> isl.UnionMap:
     """isl's dependence analysis of ``sink`` against the sources, ordered by the
-    (injective) time map ``time``."""
-    info = isl.UnionAccessInfo.from_sink(sink).set_must_source(must).set_may_source(may)
-    return info.set_schedule_map(time).compute_flow().get_may_dependence()
+    (injective) time map ``time`` (memoised: :data:`polyir.polyhedral.memo.ISL_MEMO`)."""
+    def flow() -> isl.UnionMap:
+        info = isl.UnionAccessInfo.from_sink(sink).set_must_source(must).set_may_source(may)
+        return info.set_schedule_map(time).compute_flow().get_may_dependence()
+
+    return ISL_MEMO.answer("compute_flow", sink.get_ctx(), (sink, must, may, time), flow, isl.UnionMap)
 
 
 def raw_relations(scop: Scop, kinds: tuple[str, ...] = ALL_KINDS) -> dict[str, dict[str, isl.UnionMap]]:
@@ -251,10 +255,18 @@ def last_writers(scop: Scop, reads: isl.UnionMap, must: isl.UnionMap,
     ``for k = 0 to N step 2`` is placed at ``k = 0``), so the kill is computed
     without parametric optimisation: a write is dropped when another must
     write of the same element falls between it and the read. The brute-force
-    oracle (``polyir.polyhedral.bruteforce``) checks the result."""
+    oracle (``polyir.polyhedral.bruteforce``) checks the result. Memoised
+    (:data:`polyir.polyhedral.memo.ISL_MEMO`)."""
     if reads.is_empty():
         return isl.UnionMap.empty(scop.context.get_space())
     time = as_time_map(scop) if time is None else time
+    return ISL_MEMO.answer("last_writers", reads.get_ctx(), (reads, must, may, time),
+                           lambda: _last_writers(reads, must, may, time), isl.UnionMap)
+
+
+def _last_writers(reads: isl.UnionMap, must: isl.UnionMap, may: isl.UnionMap,
+                  time: isl.UnionMap) -> isl.UnionMap:
+    """:func:`last_writers` of a non-empty ``reads``, computed."""
     sink_time = reads.domain_map().apply_range(time)           # [sink -> e] -> t_sink
     later = isl.UnionMap.from_map(_lex_gt_map(time))          # t1 -> t2 : t1 >lex t2
 

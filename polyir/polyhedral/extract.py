@@ -63,6 +63,7 @@ from polyir.ir.nodes import (
     to_affine,
 )
 from polyir.polyhedral.assumptions import assumptions
+from polyir.polyhedral.memo import ISL_MEMO
 
 ISL_KEYWORDS = frozenset({
     "exists", "and", "or", "implies", "not", "mod", "floor", "ceil", "ceild",
@@ -433,9 +434,12 @@ class _Extractor:
         self.loop_counter = 0
         self.scoped: dict[str, tuple[str, ...]] = {}  # loop-scoped local -> its loops' variables
         self.context = self._context()
+        self.context_text = str(self.context)
         # statements under the same loops and conditions share their domain, and an access
         # text repeated there (a reduction's read and write) its relation: each is parsed once,
-        # without a tuple name, and named per statement
+        # without a tuple name, and named per statement; across extractions (the passes
+        # extract a nest again after each change) the domains come from ISL_MEMO (an access
+        # relation is cheaper to build again than to parse back from the memo's text)
         self._domains: dict[tuple[tuple[str, ...], tuple[str, ...]], isl.Set] = {}
         self._relations: dict[tuple[object, ...], isl.Map] = {}
 
@@ -531,9 +535,11 @@ class _Extractor:
         unnamed = self._domains.get(shape)
         if unnamed is None:
             cond = " and ".join(frame.constraints) if frame.constraints else "true"
-            unnamed = isl.Set(f"{self.param_text} -> {{ [{', '.join(frame.dims)}] : {cond} }}",
-                              context=self.ctx)
-            unnamed = unnamed.intersect_params(self.context).coalesce()
+            text = f"{self.param_text} -> {{ [{', '.join(frame.dims)}] : {cond} }}"
+            unnamed = ISL_MEMO.answer(
+                "domain", self.ctx, (text, self.context_text),
+                lambda: isl.Set(text, context=self.ctx).intersect_params(self.context).coalesce(),
+                isl.Set)
             self._domains[shape] = unnamed
         domain = unnamed.set_tuple_name(isl_name(name))
         position = frame.counter[0]

@@ -100,16 +100,20 @@ def _loops(function):
 
 def test_scheduler_failure_falls_back_to_the_original_schedule():
     # isl's scheduler reports "unable to carry dependences" on this valid program
+    # (the dependences as the isl memo gives them: printed and parsed back)
     function = function_of("""\
-func f(A: f32[M + 2*P + 3, 2*P + 1], M: index, G: i64[2*P], P: index) {
-  for i = 2 to P {
-    for j = i to P {
-      S1: A[2, 0] = A[abs(G[i]) % M, P - j - 1]
-      for k = j to 6 {
-        S3: A[P - i - 1, j] = A[P - i - 1, j] * A[i - 2, 0] + A[2*i + 1, j]
+func f(N: index, A: f64[2*M + N, 2*M + 3, 2*N + 5], B: i32[M, M + N]) {
+  local b0: bool[]
+  for i = 0 to M {
+    for j = i to M step 3 {
+      for k = 0 to 5 step 3 {
+        for l = max(0, j - 1) to min(j + 2, N) {
+          S0: b0[] = l >= 1
+          S1: A[2*i, j, -k + 4] = select(b0[], select(i == k, A[2*j + 1, 2, k], 1.5:f64), A[2*i, j, -k + 4])
+          S2: A[l, 2*j + 1, 2*l] = (cast<f64>(B[i, l]) + select(b0[], cast<f64>(B[i, j]), cast<f64>(N))) * 0.5:f64
+        }
       }
     }
-    S4: A[i, i - 1] = A[2*i + 1, 2*i]
   }
 }
 """)
