@@ -30,7 +30,7 @@ from polyir.target import Target, resolve
 LOGGER = logging.getLogger("polyir.driver")
 
 _PIPELINES = {
-    "cpu": "fuse,online-reductions,single-pass-moments,shrink-buffers,distribute,auto-tile",
+    "cpu": "fuse,online-reductions,single-pass-moments,shrink-buffers,distribute,auto-tile,split-guards",
     "interpret": "fuse,online-reductions,single-pass-moments,shrink-buffers",
     "cuda": "fuse,shrink-buffers,mark-parallel,gpu-tensorcore,gpu-map",
 }
