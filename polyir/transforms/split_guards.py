@@ -18,7 +18,9 @@ tests of ``x`` go from the middle loop, which is what lets LLVM vectorise a
 padded convolution's width loop or a stencil's interior. A loop that does not
 fit (no bound on ``x``, bounds that differ between the guards, two lower or
 two upper bounds, a step other than 1, a mapped loop) is left alone with a
-remark saying why, when it has guards on ``x`` at all.
+remark saying why, when it has guards on ``x`` at all. Neither is a loop of
+a constant trip count below ``min_trip`` (16): a kernel window's three
+iterations are cheaper guarded (LLVM unrolls them) than as three loops.
 """
 from __future__ import annotations
 
@@ -126,10 +128,27 @@ def _unguarded(body: Sequence[Node], var: str) -> tuple[Node, ...]:
     return tuple(out)
 
 
-def split_loop(loop: For, taken: set[str]) -> tuple[Node, ...]:
-    """The pieces of ``loop`` (module docstring); ``_Refused`` when it does not fit."""
+MIN_TRIP = 16
+"""A loop with a constant trip count below this is not split: its guards cost
+less than three loops (LLVM unrolls a kernel window's 3 iterations whole)."""
+
+
+def _constant_trip(loop: For) -> int | None:
+    if len(loop.lower) == 1 and len(loop.upper) == 1:
+        extent = loop.upper[0] - loop.lower[0]
+        if extent.is_constant:
+            return max(0, extent.constant)
+    return None
+
+
+def split_loop(loop: For, taken: set[str], min_trip: int = MIN_TRIP) -> tuple[Node, ...]:
+    """The pieces of ``loop`` (module docstring); ``_Refused`` when it does not
+    fit or has a constant trip count below ``min_trip``."""
     if loop.step != 1 or loop.mapping is not None:
         raise _Refused("a step other than 1 or a mapped loop")
+    trip = _constant_trip(loop)
+    if trip is not None and trip < min_trip:
+        raise _Refused(f"{trip} iterations, fewer than {min_trip}: the guards cost less")
     bounds = _plan(loop)
     lower, upper = bounds.lower, bounds.upper
     inner = replace(loop, body=_unguarded(loop.body, loop.var),
@@ -152,8 +171,10 @@ def _has_guard_on(loop: For) -> bool:
                for node in loop.body)
 
 
-def split_guards(function: Function, ctx: PassContext | None = None) -> Function:
-    """``function`` with every innermost loop that fits split (module docstring)."""
+def split_guards(function: Function, ctx: PassContext | None = None,
+                 min_trip: int = MIN_TRIP) -> Function:
+    """``function`` with every innermost loop that fits split (module docstring;
+    constant trip counts below ``min_trip`` are left alone)."""
     taken = names_in(function)
 
     def visit(nodes: Sequence[Node]) -> tuple[Node, ...]:
@@ -162,7 +183,7 @@ def split_guards(function: Function, ctx: PassContext | None = None) -> Function
             if isinstance(node, For):
                 if not any(isinstance(inner, For) for inner in node.body) and _has_guard_on(node):
                     try:
-                        out.extend(split_loop(node, taken))
+                        out.extend(split_loop(node, taken, min_trip))
                         if ctx is not None:
                             ctx.remark("split-guards", f"function '{function.name}', loop "
                                        f"'{node.var}'", "split where its guards hold",
@@ -189,13 +210,16 @@ def split_guards(function: Function, ctx: PassContext | None = None) -> Function
 class SplitGuards:
     """Split innermost loops into the ranges before, where and after their
     guards on the loop variable hold, so that the middle range runs unguarded
-    (``polyir.transforms.split_guards``)."""
+    (``polyir.transforms.split_guards``); loops of a constant trip count below
+    ``min_trip`` are left alone."""
+
+    min_trip: int = MIN_TRIP
 
     def run(self, module: Module, ctx: PassContext) -> Module:
         """Every function of ``module`` with its fitting innermost loops split."""
-        functions = tuple(split_guards(f, ctx) for f in module.functions)
+        functions = tuple(split_guards(f, ctx, self.min_trip) for f in module.functions)
         changed = any(new is not old for new, old in zip(functions, module.functions, strict=True))
         return Module(functions) if changed else module
 
 
-__all__ = ["split_guards", "split_loop", "SplitGuards"]
+__all__ = ["split_guards", "split_loop", "SplitGuards", "MIN_TRIP"]

@@ -74,6 +74,14 @@ func f(y: f32[N], x: f32[N]) {
     if (2*i < N) { S0: y[i] = x[2*i] }
   }
 }""",
+    "fewer than 16": """
+func f(y: f32[N], x: f32[N], w: f32[3]) {
+  for i = 0 to N {
+    for r = 0 to 3 {
+      if (i + r - 1 >= 0, i + r - 1 < N) { S0: y[i] = y[i] + x[i + r - 1] * w[r] }
+    }
+  }
+}""",
     "two lower bounds": """
 func f(y: f32[N], x: f32[N], M: index) {
   for i = 0 to N {
@@ -117,7 +125,7 @@ func f(Y: f32[M, N], X: f32[M, N], s: f32[N]) {{
 }}"""
     module = polyir.parse(text)
     for order in ("forward", "reverse", "shuffle"):
-        assert_preserves_or_refuses(lambda m: transform(m, "split-guards"), module,
+        assert_preserves_or_refuses(lambda m: transform(m, "split-guards{min_trip=0}"), module,
                                     parallel_order=order)
 
 
@@ -125,5 +133,5 @@ func f(Y: f32[M, N], X: f32[M, N], s: f32[N]) {{
 @given(programs(mark_parallel=True))
 def test_split_guards_preserves_or_refuses_on_random_programs(module) -> None:
     for order in ("forward", "reverse"):
-        assert_preserves_or_refuses(lambda m: transform(m, "split-guards"), module,
+        assert_preserves_or_refuses(lambda m: transform(m, "split-guards{min_trip=0}"), module,
                                     parallel_order=order)
