@@ -240,10 +240,8 @@ def split_copy(tile: str, source: Operand, rows: int, cols: int, threads: int, t
     K tile): a tile inside ``extents`` (every tile but the edge ones) is
     copied chunk by chunk with no bounds check, the others by the checked,
     zero-filling copy."""
-    ev, vv = Aff.var(claim_name(e_hint, names)), claim_name(v_hint, names)
-    e = ev.terms[0][0]
-    assert isinstance(e, str)
-    item = ev
+    e, vv = claim_name(e_hint, names), claim_name(v_hint, names)
+    item = Aff.var(e)
     r, c = item // (cols // VECTOR), (item % (cols // VECTOR)) * VECTOR
     whole = For(vv, (Aff.const(0),), (Aff.const(VECTOR),),
                 (Assign(claim_name("TC", names), tile, (r, c + Aff.var(vv)),
