@@ -36,7 +36,7 @@ _PIPELINES = {
 }
 
 
-def default_pipeline(target: Target | str | None = None) -> str:
+def default_pipeline(target: Target | str | None = None, fast_math: bool = False) -> str:
     """The pass pipeline compiled code gets for ``target`` unless a pipeline is given.
 
     Every target: ``fuse,shrink-buffers`` (slicing fusion by the cost model,
@@ -48,9 +48,14 @@ def default_pipeline(target: Target | str | None = None) -> str:
     tiles from the Target's cache and register facts; exact: no sum changes
     order); CUDA adds ``mark-parallel,gpu-tensorcore,gpu-map`` (16-bit
     contractions go to tensor cores, other parallel loops become grids and
-    blocks).
+    blocks). With ``fast_math`` (``polyir.compile``'s default), the CPU's
+    ``auto-tile`` also reads padded convolutions' inputs from zero-padded
+    copies (``auto-tile{pad=true}``: exact for finite weights).
     """
-    return _PIPELINES[resolve(target).kind]
+    kind = resolve(target).kind
+    if fast_math and kind == "cpu":
+        return _PIPELINES[kind].replace("auto-tile", "auto-tile{pad=true}")
+    return _PIPELINES[kind]
 
 
 @dataclass
@@ -130,7 +135,8 @@ def compile_ir(module: Module, target: Target | str | None = None, pipeline: str
     context = make_context(resolved, ctx)
     verify(module)
     original = module
-    passes = default_pipeline(resolved) if pipeline is None else pipeline
+    passes = default_pipeline(resolved, bool(options.get("fast_math"))) if pipeline is None \
+        else pipeline
     start = time.perf_counter()
     cached = _pipeline_cache(module, passes, resolved, ctx, options)
     found = None if cached is None else pipeline_cache.load(*cached)

@@ -74,7 +74,7 @@ from polyir.tiling.levels import (
     ELEMENT_BYTES,
     Contraction,
     column_operand_strided,
-    contraction_roles,
+    contraction_options,
     gemm_plan,
     jam_plan,
     order_plan,
@@ -86,8 +86,10 @@ from polyir.tiling.levels import (
     strided_along,
     trip_count,
     unit_stride_order,
+    window_register_plan,
     work,
 )
+from polyir.tiling.pad import pad_function
 from polyir.tiling.passes import Copies, Interchange, Pack, SplitTiles, Tile, UnrollJam
 from polyir.tiling.sizes import gemm_sizes, lanes, reduction_jam, register_tile
 from polyir.tiling.spill import spill_for_tiling
@@ -154,9 +156,13 @@ def candidate_plans(function: Function, chain: Sequence[For], target: Target,
     """The plans worth trying for the band ``chain``, best first."""
     plans: list[TilePlan] = []
     band = tuple(loop.var for loop in chain)
-    roles = contraction_roles(function, chain)
-    if roles is not None:
-        plans += _contraction_plans(function, roles, target, gemm_work, register_work, parallel)
+    options = contraction_options(function, chain)
+    if options and options[0].windowed:
+        for option in sorted(options, key=lambda c: -_window_score(c, target)):
+            plans += _window_plans(function, option, target, register_work)
+    if options:
+        plans += _contraction_plans(function, options[0], target, gemm_work, register_work,
+                                    parallel)
     orders = [TilePlan(band, "order", order_plan(band, order),
                        f"loop {order[-1]} innermost: unit-stride accesses")
               for order in unit_stride_order(function, chain)]
@@ -209,6 +215,40 @@ def _packed_rows(function: Function, chain: Sequence[For], rows: str, target: Ta
 
 PACK_ROW_VECTORS = 2
 """Vectors of rows in a packed row tile (:func:`_packed_rows`)."""
+
+
+def _window_score(c: Contraction, target: Target) -> float:
+    """How well the register tile of roles ``c`` fits: FMAs per loaded vector
+    times the share of the work in full tiles (known extents)."""
+    m, n = c.extent(c.i), c.extent(c.j)
+    tile = register_tile(target, c.element_bytes, m, n)
+    score = tile.accumulators / (tile.mr + tile.nr // tile.lanes)
+    for extent, size in ((m, tile.mr), (n, tile.nr)):
+        if extent is not None and extent > 0:
+            score *= (extent - extent % size) / extent if extent >= size else extent / size
+    return score
+
+
+def _window_plans(function: Function, c: Contraction, target: Target, register_work: int
+                  ) -> list[TilePlan]:
+    """A convolution's register tile for roles ``c`` (``levels.window_register_plan``),
+    when the column loop ``j`` has at least a vector of iterations and its
+    operand can be read with unit stride along it (as it is, or packed with
+    ``j`` last: not when ``j`` scales a subscript, a strided window)."""
+    amount = work(c)
+    n = c.extent(c.j)
+    if c.right is None or (n is not None and n < lanes(target, c.element_bytes)) \
+            or (amount is not None and amount < register_work):
+        return []
+    if not c.unit_right and c.right_order[-1] == len(c.right_order) - 1:
+        return []  # j in the last subscript with a stride: packing keeps the stride
+    tile = register_tile(target, c.element_bytes, c.extent(c.i), n)
+    steps = window_register_plan(c, tile, set(names_in(function)))
+    packed = any(isinstance(step, Pack) for step in steps)
+    return [TilePlan(c.band, "window", steps,
+                     f"convolution register tile (rows {c.i}, columns {c.j}, reduction "
+                     f"{', '.join(c.k)}): Mr x Nr = {tile}"
+                     + (f", {c.right} packed with {c.j} last per column tile" if packed else ""))]
 
 
 def _contraction_plans(function: Function, c: Contraction, target: Target, gemm_work: int,
@@ -313,15 +353,20 @@ def prove(deps: Dependences, result: Function, index: int, origins: dict[str, Or
 
 def auto_tile_function(function: Function, target: Target, remark: Remark,
                        gemm_work: int = 1 << 21, register_work: int = 1 << 15,
-                       parallel: bool = False, widen: bool = True, spill: bool = True) -> Function:
+                       parallel: bool = False, widen: bool = True, spill: bool = True,
+                       pad: bool = False) -> Function:
     """``function`` with every band tiled by the plan the cost model chooses
     (see the module docstring); ``remark(where, why, kind)`` hears every
     decision. With ``spill``, fused matrix products' scalar accumulators are
     first spilled into their output cells where the product then gets a plan
     (``polyir.tiling.spill.spill_for_tiling``); with ``widen``, the other fused
     reductions' (convolutions') are then widened to tiles
-    (``polyir.tiling.widen.widen_function``). Returns ``function`` itself when
-    no plan applies."""
+    (``polyir.tiling.widen.widen_function``). With ``pad``, guarded sums
+    (padded convolutions) first read zero-padded copies of their inputs
+    (``polyir.tiling.pad.pad_function``: exact for finite weights). Returns
+    ``function`` itself when no plan applies."""
+    if pad:
+        function = pad_function(function, remark)
     # Spill before widening: widening also fits a matrix product (one row of
     # accumulators, no loop blocked) and would leave the spill no scalar, the
     # product a matrix-vector row sum instead of the gemm plan.

@@ -61,6 +61,12 @@ class Contraction:
     extents: tuple[tuple[str, int | None], ...]
     element_bytes: int
     rectangular: bool
+    output_order: tuple[int, ...] = ()
+    """A permutation of the output's dimensions putting ``j``'s last."""
+    windowed: bool = False
+    """An operand subscript combines two band loops or scales one (a convolution)."""
+    unit_right: bool = True
+    """The column operand walks memory with unit stride along ``j``."""
 
     def extent(self, var: str) -> int | None:
         return dict(self.extents).get(var)
@@ -95,40 +101,51 @@ def _order_last(indices: Sequence[object], var: str) -> tuple[int, ...]:
 
 
 def contraction_roles(function: Function, chain: Sequence[For]) -> Contraction | None:
-    """The roles of the band ``chain`` when it is matrix-product-like, else ``None``."""
+    """The roles of the band ``chain`` when it is matrix-product-like, else ``None``
+    (the first of :func:`contraction_options`)."""
+    options = contraction_options(function, chain)
+    return options[0] if options else None
+
+
+def contraction_options(function: Function, chain: Sequence[For]) -> list[Contraction]:
+    """Every assignment of roles that makes the band ``chain`` matrix-product-like,
+    the column loop ``j`` the output's last-dimension loop first (a
+    convolution has two: the output width with the input as column operand,
+    the output channel with the weights)."""
     if len(chain) < 3:
-        return None
+        return []
     body = chain[-1].body
     if len(body) != 1 or not isinstance(body[0], Assign):
-        return None
+        return []
     stmt = body[0]
     update = reduction_of(stmt)
     if update is None or update[1] != "+":
-        return None
+        return []
     buffers = function.buffers
     out = buffers.get(stmt.buffer)
     if out is None or out.dtype not in ELEMENT_BYTES:
-        return None
+        return []
     band = [loop.var for loop in chain]
     out_vars = _vars(stmt.indices)
     if "<gather>" in out_vars:
-        return None
+        return []
     parallel = [v for v in band if v in out_vars]
     reduction = [v for v in band if v not in out_vars]
     if not reduction or len(parallel) < 2:
-        return None
+        return []
     loads = [ld for ld in expr_loads(stmt.value) if ld.buffer != stmt.buffer]
     if any("<gather>" in _vars(ld.indices) for ld in loads):
-        return None
+        return []
     operands = [ld for ld in loads if _vars(ld.indices) & set(band)]
     if len(operands) != 2:
-        return None
+        return []
     # j: the output's last-dimension loop if an operand uses it and the other does not
     candidates = []
     last = affine_index(stmt.indices[-1]) if stmt.indices else None
     if last is not None:
         candidates += [v for v in band if v in last.variables() and v in parallel]
     candidates += [v for v in reversed(parallel) if v not in candidates]
+    found: list[Contraction] = []
     for j in candidates:
         users = [ld for ld in operands if j in _vars(ld.indices)]
         if len(users) != 1:
@@ -146,10 +163,38 @@ def contraction_roles(function: Function, chain: Sequence[For]) -> Contraction |
         rectangular = all(not (set(b.variables()) & set(band)) for loop in chain
                           for b in loop.lower + loop.upper) and all(loop.step == 1 for loop in chain)
         extents = tuple((loop.var, trip_count(loop)) for loop in chain)
-        return Contraction(tuple(band), batch, i, j, tuple(reduction), stmt.buffer, left.buffer,
-                           right.buffer, _order_last(left.indices, i), _order_last(right.indices, j),
-                           extents, ELEMENT_BYTES[out.dtype], rectangular)
-    return None
+        found.append(Contraction(tuple(band), batch, i, j, tuple(reduction), stmt.buffer,
+                                 left.buffer, right.buffer, _order_last(left.indices, i),
+                                 _order_last(right.indices, j), extents, ELEMENT_BYTES[out.dtype],
+                                 rectangular, _order_last(stmt.indices, j),
+                                 _windowed(operands, band), _unit_along(right, j)))
+    return found
+
+
+def _windowed(operands: Sequence[Load], band: Sequence[str]) -> bool:
+    """Does an operand subscript combine two band loops (``oh + kh``: a kernel
+    window) or scale one (``2 * ow``: a stride)? Then the band is a
+    convolution rather than a matrix product."""
+    for load in operands:
+        for index in load.indices:
+            aff = affine_index(index)
+            if aff is None:
+                continue
+            used = [v for v in aff.variables() if v in band]
+            if len(used) > 1 or any(abs(aff.coefficient(v)) > 1 for v in used):
+                return True
+    return False
+
+
+def _unit_along(load: Load, var: str) -> bool:
+    """Does ``load`` walk memory with unit stride along ``var`` (``var`` in its
+    last subscript only, with coefficient +-1)?"""
+    affs = [affine_index(i) for i in load.indices]
+    if not affs or any(a is None for a in affs):
+        return False
+    last = affs[-1]
+    return last is not None and abs(last.coefficient(var)) == 1 \
+        and all(a is not None and var not in a.variables() for a in affs[:-1])
 
 
 def _fresh(base: str, taken: set[str]) -> str:
@@ -235,6 +280,36 @@ def packed_register_plan(c: Contraction, tile: RegisterTile, taken: set[str],
         steps.append(Pack(jr, c.right, c.j, c.right_order))
     steps += [
         Copies(ir, (c.output,)),
+        SplitTiles(ir, (c.i, c.j)),
+        UnrollJam((c.i,), (tile.mr,), 0),
+    ]
+    return tuple(steps)
+
+
+def window_register_plan(c: Contraction, tile: RegisterTile, taken: set[str]) -> tuple[object, ...]:
+    """A convolution's register tile with the column operand (the weights,
+    ``j`` the output channel) packed with ``j`` last: ``j_r`` outermost, then
+    the batch loops (batch, output rows), so that every batch iteration
+    reuses the packed panel; ``i_r`` (output columns, whatever the stride),
+    the reduction loops (input channels, kernel window), then the
+    ``Mr x Nr`` register tile, its accumulators in a local of ``i_r`` laid
+    out with ``j`` last, full tiles split, rows unrolled::
+
+        for j_r, <batch>, i_r { acc[Mr, Nr] ; for <k...> { for i, j { acc[i, j] += x[.. i ..] * w_p[k.., j] } } }
+    """
+    assert c.right is not None
+    order = [c.j, *c.batch, c.i, *c.k]
+    steps: list[object] = [Interchange(tuple(c.band), tuple(order))] if order != list(c.band) else []
+    ir, jr = _fresh(f"{c.i}_r", taken), _fresh(f"{c.j}_r", taken)
+    steps += [
+        Tile((c.j,), (tile.nr,), (jr,)),
+        Tile((c.i,), (tile.mr,), (ir,)),
+        Interchange((jr, c.j, *c.batch, ir, c.i, *c.k), (jr, *c.batch, ir, *c.k, c.i, c.j)),
+    ]
+    if c.right_order[-1] != len(c.right_order) - 1 or not c.unit_right:
+        steps.append(Pack(jr, c.right, c.j, c.right_order))
+    steps += [
+        Copies(ir, (c.output,), "", _identity_or(c.output_order)),
         SplitTiles(ir, (c.i, c.j)),
         UnrollJam((c.i,), (tile.mr,), 0),
     ]
@@ -483,7 +558,7 @@ def work(c: Contraction) -> int | None:
     return total
 
 
-__all__ = ["Contraction", "contraction_roles", "gemm_plan", "register_plan", "order_plan",
+__all__ = ["Contraction", "contraction_roles", "contraction_options", "window_register_plan", "gemm_plan", "register_plan", "order_plan",
            "jam_plan", "reduction_chains", "packed_register_plan", "packed_rows_plan",
            "strided_reads", "column_operand_strided", "pack_reuse", "reuse_loop", "strided_along",
            "unit_stride_order", "stride_score", "trip_count", "work", "ELEMENT_BYTES"]
