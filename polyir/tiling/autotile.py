@@ -55,10 +55,10 @@ from dataclasses import dataclass
 
 from polyir.errors import PolyirError
 from polyir.ir.names import names_in
-from polyir.ir.nodes import For, Function, If, Node
+from polyir.ir.nodes import For, Function, If, Load, Node
 from polyir.passes import format_pipeline
 from polyir.polyhedral.dependences import Dependences
-from polyir.polyhedral.extract import NotPolyhedral
+from polyir.polyhedral.extract import NotPolyhedral, affine_index
 from polyir.polyhedral.legality import (
     Origin,
     check_permutable,
@@ -243,12 +243,49 @@ def _window_plans(function: Function, c: Contraction, target: Target, register_w
     if not c.unit_right and c.right_order[-1] == len(c.right_order) - 1:
         return []  # j in the last subscript with a stride: packing keeps the stride
     tile = register_tile(target, c.element_bytes, c.extent(c.i), n)
-    steps = window_register_plan(c, tile, set(names_in(function)))
-    packed = any(isinstance(step, Pack) for step in steps)
+    if tile.nr < MIN_COLUMN_VECTORS * tile.lanes:
+        return []
+    pack_at = _reuse_scope(function, c)
+    steps = window_register_plan(c, tile, set(names_in(function)), pack_at)
+    pack = next((step for step in steps if isinstance(step, Pack)), None)
+    where = "" if pack is None else \
+        f", {c.right} packed with {c.j} last per iteration of loop {pack.at}"
     return [TilePlan(c.band, "window", steps,
                      f"convolution register tile (rows {c.i}, columns {c.j}, reduction "
-                     f"{', '.join(c.k)}): Mr x Nr = {tile}"
-                     + (f", {c.right} packed with {c.j} last per column tile" if packed else ""))]
+                     f"{', '.join(c.k)}): Mr x Nr = {tile}{where}")]
+
+
+MIN_COLUMN_VECTORS = 2
+"""The fewest vectors in a convolution register tile's columns. LLVM fully
+unrolls a one-vector column loop (a constant trip count of 16 floats) before
+its loop vectoriser runs and then vectorises the copies across the kernel
+window instead: a ResNet block at 16 channels and 16x16 ran 17x slower (a
+16x16 tile) than with the direct plan."""
+
+
+def _reuse_scope(function: Function, c: Contraction) -> str | None:
+    """The loop enclosing the band under which the column operand's packed panel
+    is the same for every iteration of the loops between (a widened
+    convolution's output-row loop does not move the weights): the innermost
+    enclosing loop that the operand's subscripts use, above at least one that
+    they do not (the outermost enclosing loop when none uses them); ``None``
+    when the band's own column tile is the place (no enclosing loop, or the
+    innermost one moves the operand)."""
+    from polyir.ir.walk import walk_nodes
+    assert c.right is not None
+    used: set[str] = set()
+    for node in walk_nodes(function.body):
+        for load in _loads_of(node, c.right):
+            for index in load.indices:
+                aff = affine_index(index)
+                used |= set(aff.variables()) if aff is not None else set()
+    enclosing = _enclosing(function, c.band[0])
+    skipped: str | None = None
+    for loop in reversed(enclosing):
+        if loop.var in used:
+            return loop.var if skipped is not None else None
+        skipped = loop.var
+    return skipped
 
 
 def _contraction_plans(function: Function, c: Contraction, target: Target, gemm_work: int,
@@ -445,6 +482,32 @@ def mark_loop_parallel(function: Function, var: str) -> Function:
     from polyir.tiling.bands import replace_node
     loop = _loop(function, var)
     return replace_node(function, loop, [replace(loop, parallel=True)])
+
+
+def _enclosing(function: Function, var: str) -> list[For]:
+    """The loops enclosing loop ``var``, outermost first."""
+    def visit(nodes: Sequence[Node], path: list[For]) -> list[For] | None:
+        for node in nodes:
+            if isinstance(node, For):
+                if node.var == var:
+                    return path
+                found = visit(node.body, path + [node])
+                if found is not None:
+                    return found
+            elif isinstance(node, If):
+                found = visit(node.then_body, path) or visit(node.else_body, path)
+                if found is not None:
+                    return found
+        return None
+    return visit(function.body, []) or []
+
+
+def _loads_of(node: Node, buffer: str) -> list[Load]:
+    from polyir.ir.nodes import Assign
+    from polyir.polyhedral.extract import expr_loads
+    if not isinstance(node, Assign):
+        return []
+    return [ld for ld in expr_loads(node.value) if ld.buffer == buffer]
 
 
 def _band_loop(chain: Sequence[For], var: str) -> For:

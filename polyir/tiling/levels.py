@@ -286,7 +286,8 @@ def packed_register_plan(c: Contraction, tile: RegisterTile, taken: set[str],
     return tuple(steps)
 
 
-def window_register_plan(c: Contraction, tile: RegisterTile, taken: set[str]) -> tuple[object, ...]:
+def window_register_plan(c: Contraction, tile: RegisterTile, taken: set[str],
+                         pack_at: str | None = None) -> tuple[object, ...]:
     """A convolution's register tile with the column operand (the weights,
     ``j`` the output channel) packed with ``j`` last: ``j_r`` outermost, then
     the batch loops (batch, output rows), so that every batch iteration
@@ -296,6 +297,10 @@ def window_register_plan(c: Contraction, tile: RegisterTile, taken: set[str]) ->
     out with ``j`` last, full tiles split, rows unrolled::
 
         for j_r, <batch>, i_r { acc[Mr, Nr] ; for <k...> { for i, j { acc[i, j] += x[.. i ..] * w_p[k.., j] } } }
+
+    ``pack_at``: a loop enclosing the band to pack the panel under instead of
+    ``j_r`` (the loops between do not move the weights: a widened
+    convolution's output rows reuse one packed block).
     """
     assert c.right is not None
     order = [c.j, *c.batch, c.i, *c.k]
@@ -307,7 +312,7 @@ def window_register_plan(c: Contraction, tile: RegisterTile, taken: set[str]) ->
         Interchange((jr, c.j, *c.batch, ir, c.i, *c.k), (jr, *c.batch, ir, *c.k, c.i, c.j)),
     ]
     if c.right_order[-1] != len(c.right_order) - 1 or not c.unit_right:
-        steps.append(Pack(jr, c.right, c.j, c.right_order))
+        steps.append(Pack(pack_at or jr, c.right, c.j, c.right_order))
     steps += [
         Copies(ir, (c.output,), "", _identity_or(c.output_order)),
         SplitTiles(ir, (c.i, c.j)),

@@ -118,7 +118,25 @@ def _unit_last(load: Load, var: str) -> bool:
         and all(a is not None and var not in a.variables() for a in others)
 
 
-def widen_band(function: Function, chain: Sequence[For], factor: int
+def vector_block(target: Target, count: int, extent: int, elem_bytes: int) -> int | None:
+    """The block of a widened tile's strip-mined loop (``count`` iterations)
+    that fills the vector columns of a register tile (``sizes.register_tile``
+    with ``extent`` rows): a multiple of the vector lanes, at least two
+    vectors (see ``MIN_COLUMN_VECTORS`` in ``autotile``), that divides
+    ``count`` and keeps the tile within ``TILE_BYTES``; ``None`` when there is
+    none."""
+    from polyir.tiling.sizes import lanes, register_tile
+    width = lanes(target, elem_bytes)
+    block = register_tile(target, elem_bytes, extent, count).nr
+    while block >= 2 * width:
+        if count % block == 0 and block * extent * elem_bytes <= TILE_BYTES:
+            return block
+        block -= width
+    return None
+
+
+def widen_band(function: Function, chain: Sequence[For], factor: int,
+               target: Target | None = None
                ) -> tuple[Function, dict[str, Origin], str | None]:
     """``function`` with the band ``chain`` widened (see the module docstring);
     the origins of its statements and the strip-mined loop (``None``: no outer
@@ -144,6 +162,10 @@ def widen_band(function: Function, chain: Sequence[For], factor: int
     count = 0
     if var is not None:
         count = trip_count(next(loop for loop in chain if loop.var == var)) or 0
+        guarded = any(isinstance(n, If) for n in walk_nodes((nest,)))
+        vectors = vector_block(target, count, extent, ELEMENT_BYTES[dtype]) \
+            if target is not None and dtype in ELEMENT_BYTES and not guarded else None
+        factor = vectors or factor
         while factor > 1 and count % factor:
             factor //= 2
     if var is None or factor == 1:
@@ -237,7 +259,7 @@ def widen_function(function: Function, target: Target, remark: Remark, factor: i
         try:
             index = nest_of(function, chain[0])
             deps = nest_dependences(function, index)
-            result, origins, var = widen_band(function, chain, factor)
+            result, origins, var = widen_band(function, chain, factor, target)
             check_rewrite(deps, nest_function(result, index), what=f"widening loop '{inner.var}'",
                           origins=origins).require()
         except (PolyirError, NotPolyhedral, ValueError) as error:
@@ -250,4 +272,4 @@ def widen_function(function: Function, target: Target, remark: Remark, factor: i
     return function
 
 
-__all__ = ["WidenRefused", "block_loop", "widen_band", "widen_function", "TILE_BYTES"]
+__all__ = ["WidenRefused", "block_loop", "widen_band", "widen_function", "vector_block", "TILE_BYTES"]

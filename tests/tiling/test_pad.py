@@ -128,11 +128,11 @@ def test_padding_preserves_or_refuses_on_random_programs(module: Module) -> None
 
 
 @pytest.mark.parametrize(("cin", "cout", "k", "stride", "pad", "batch", "size"), [
-    (3, 17, 3, 1, 1, 2, 9),     # odd channels, batch 2
-    (5, 19, 3, 2, 1, 1, 17),    # stride 2, odd size
-    (8, 24, 1, 2, 0, 1, 31),    # 1x1 stride 2 (a ResNet downsample)
-    (6, 16, 5, 2, 2, 1, 13),    # 5x5, padding 2
-    (4, 20, 3, 1, 0, 1, 12),    # no padding
+    (3, 37, 3, 1, 1, 2, 9),     # odd channels, batch 2
+    (5, 35, 3, 2, 1, 1, 17),    # stride 2, odd size
+    (8, 40, 1, 2, 0, 1, 31),    # 1x1 stride 2 (a ResNet downsample)
+    (6, 33, 5, 2, 2, 1, 13),    # 5x5, padding 2
+    (4, 36, 3, 1, 0, 1, 12),    # no padding
 ])
 def test_torch_convolutions_match_eager(cin: int, cout: int, k: int, stride: int, pad: int,
                                         batch: int, size: int) -> None:
@@ -144,5 +144,22 @@ def test_torch_convolutions_match_eager(cin: int, cout: int, k: int, stride: int
         compiled = polyir.compile(model, (x,))
         got = compiled(x)
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
-    remarks = compiled.summary()["remarks"]  # each one more than auto-tile's register_work
+    # each one more than auto-tile's register_work, two vectors of channels or more
+    remarks = compiled.summary()["remarks"]
     assert any("convolution register tile" in r for r in remarks), remarks
+
+
+def test_fused_padded_conv_widens_to_vector_blocks_and_packs_once_per_block() -> None:
+    """conv + scale + ReLU fused at full depth, padded: the accumulators widen
+    to a block of output channels that fills register-tile columns (two
+    16-lane vectors or more), the register tile vectorises the channels and
+    the weights are packed once per channel block, not once per output row."""
+    from tests.tiling.test_widen import _fused
+    module = _fused(64, 5, 9)
+    ctx = PassContext(AVX512)
+    result = transform(module, "auto-tile{pad=true}", ctx=ctx)
+    applied = [r.why for r in ctx.remarks_of("auto-tile", "applied")]
+    assert any("zero-padded copy" in why for why in applied), applied
+    tile = [why for why in applied if "convolution register tile" in why]
+    assert tile and "columns co_r" in tile[0] and "per iteration of loop co_t" in tile[0], applied
+    assert_equivalent(module, result, trials=1, sizes={"CI": 3}, rtol=1e-6, atol=1e-6)
