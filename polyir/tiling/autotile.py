@@ -157,9 +157,14 @@ def candidate_plans(function: Function, chain: Sequence[For], target: Target,
     plans: list[TilePlan] = []
     band = tuple(loop.var for loop in chain)
     options = contraction_options(function, chain)
-    if options and options[0].windowed:
-        for option in sorted(options, key=lambda c: -_window_score(c, target)):
-            plans += _window_plans(function, option, target, register_work)
+    # a convolution: a kernel window or a stride (any roles), or channels first
+    # (the vectorised channels not the output's last dimension, the weights
+    # shared by the batch loops: a 1x1 convolution, whose matrix-product plan
+    # would vectorise the short output width)
+    windows = [c for c in options if c.windowed
+               or (c.shared_right and c.output_order != tuple(range(len(c.output_order))))]
+    for option in sorted(windows, key=lambda c: -_window_score(c, target)):
+        plans += _window_plans(function, option, target, register_work)
     if options:
         plans += _contraction_plans(function, options[0], target, gemm_work, register_work,
                                     parallel)

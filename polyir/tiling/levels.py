@@ -67,6 +67,9 @@ class Contraction:
     """An operand subscript combines two band loops or scales one (a convolution)."""
     unit_right: bool = True
     """The column operand walks memory with unit stride along ``j``."""
+    shared_right: bool = False
+    """There are batch loops and the column operand uses none of them (a
+    convolution's weights, shared by every output row and image)."""
 
     def extent(self, var: str) -> int | None:
         return dict(self.extents).get(var)
@@ -167,7 +170,8 @@ def contraction_options(function: Function, chain: Sequence[For]) -> list[Contra
                                  left.buffer, right.buffer, _order_last(left.indices, i),
                                  _order_last(right.indices, j), extents, ELEMENT_BYTES[out.dtype],
                                  rectangular, _order_last(stmt.indices, j),
-                                 _windowed(operands, band), _unit_along(right, j)))
+                                 _windowed(operands, band), _unit_along(right, j),
+                                 bool(batch) and not set(batch) & _vars(right.indices)))
     return found
 
 

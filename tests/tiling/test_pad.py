@@ -131,6 +131,7 @@ def test_padding_preserves_or_refuses_on_random_programs(module: Module) -> None
     (3, 37, 3, 1, 1, 2, 9),     # odd channels, batch 2
     (5, 35, 3, 2, 1, 1, 17),    # stride 2, odd size
     (8, 40, 1, 2, 0, 1, 31),    # 1x1 stride 2 (a ResNet downsample)
+    (16, 48, 1, 1, 0, 2, 9),    # 1x1 (channels first: the output channels vectorised)
     (6, 33, 5, 2, 2, 1, 13),    # 5x5, padding 2
     (4, 36, 3, 1, 0, 1, 12),    # no padding
 ])
