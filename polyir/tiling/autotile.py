@@ -261,7 +261,8 @@ def _window_plans(function: Function, c: Contraction, target: Target, register_w
 
 
 MIN_COLUMN_VECTORS = 2
-"""The fewest vectors in a convolution register tile's columns. LLVM fully
+"""The fewest vectors in a convolution register tile's columns (the
+window plan's and, for a convolution, the plain register plan's). LLVM fully
 unrolls a one-vector column loop (a constant trip count of 16 floats) before
 its loop vectoriser runs and then vectorises the copies across the kernel
 window instead: a ResNet block at 16 channels and 16x16 ran 17x slower (a
@@ -311,6 +312,8 @@ def _contraction_plans(function: Function, c: Contraction, target: Target, gemm_
                               (blocks.names[0], c.i)))
     if amount is None or amount >= register_work:
         tile = register_tile(target, c.element_bytes, m, n)
+        if c.windowed and tile.nr < MIN_COLUMN_VECTORS * tile.lanes:
+            return plans  # a convolution: the direct plan instead (see MIN_COLUMN_VECTORS)
         # the packed panel is read by every row tile: worth a copy from two on
         if column_operand_strided(c) and (m is None or m >= 2 * tile.mr):
             plans.append(TilePlan(c.band, "register", packed_register_plan(c, tile, set(taken)),

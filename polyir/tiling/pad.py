@@ -14,7 +14,10 @@ LLVM then keeps the accumulators in memory and versions every row.
 ``lo_d`` zeros before and ``hi_d`` after each dimension ``d`` the guard
 bounds (``lo_d``, ``hi_d``: how far the subscript leaves the buffer, over
 the statement's iterations without those conditions, from isl), filled by
-one nest placed just before the nest that reads it, and rewrites the
+one nest placed just before the nest that reads it (or, when that nest
+writes the buffer, as the first convolution of a residual block writes the
+second one's input, just before the highest loop inside it that does not:
+the padded copy is then a local of the enclosing loop), and rewrites the
 statement to read ``I_pad[.., h + kh - 1 + lo, w + kw - 1 + lo]``
 unguarded (the guard keeps any other condition)::
 
@@ -30,11 +33,14 @@ NaN would turn ``w * 0`` into NaN, so the rewrite is made only when asked
 (``auto-tile{pad=true}``; ``polyir.compile``, whose results are compared
 with eager within a tolerance, asks for it with ``fast_math``). Every other
 instance computes the same value in the same order: the copy reads ``I``
-just before the nest, which does not write ``I``.
+just before the code that reads it, which does not write ``I``.
 
 Refused (:class:`PadRefused`, with the reason): a statement that is not
 ``Y[f] = Y[f] + e`` with the guarded buffer a factor of a product in ``e``
-(so that a zero element makes ``e`` zero), a buffer written in the nest, a
+(so that a zero element makes ``e`` zero), a buffer written at every level
+around the statement (no place for the copy), a parallel loop in the nest
+(the new instances would race), another access of the statement that the
+guard kept in bounds, a
 condition of the guard that is not a bound of the buffer's subscripts, or
 padding that is not a constant (isl: the subscript's range over the
 unguarded iterations).
@@ -122,8 +128,8 @@ def guarded_reads(function: Function, nest: Node) -> list[Guarded]:
     """The guarded sums under ``nest`` that :func:`pad_operand` can rewrite:
     an ``If`` (no else) around one statement ``Y[f] = Y[f] + e`` whose
     conditions include bounds of the subscripts of a buffer read once in
-    ``e`` as a factor of a product, the buffer not written under ``nest``."""
-    written = {n.buffer for n in walk_nodes((nest,)) if isinstance(n, Assign)}
+    ``e`` as a factor of a product (where the copy can go, if anywhere, is
+    :func:`pad_operand`'s question)."""
     buffers = function.buffers
     found: list[Guarded] = []
     for node in walk_nodes((nest,)):
@@ -137,7 +143,7 @@ def guarded_reads(function: Function, nest: Node) -> list[Guarded]:
             continue
         for load in expr_loads(term):
             buffer = buffers.get(load.buffer)
-            if buffer is None or load.buffer in written or load.buffer == stmt.buffer:
+            if buffer is None or load.buffer == stmt.buffer:
                 continue
             if sum(ld.buffer == load.buffer for ld in expr_loads(term)) != 1 \
                     or not _zero_makes_zero(term, load.buffer):
@@ -160,8 +166,15 @@ def _padding(scop: Scop, stmt: str, buffer: str, shape: Sequence[Aff]) -> list[t
     reads = [a for a in info.reads if a.buffer == buffer]
     if len(reads) != 1:
         raise PadRefused(f"statement {stmt} reads {buffer} {len(reads)} times")
-    values = reads[0].relation.range().reset_tuple_id().intersect_params(scop.context)
-    return _box_excess(scop, values, shape, stmt, buffer)
+    return _box_excess(scop, _elements(scop, reads[0].relation, len(shape)), shape, stmt, buffer)
+
+
+def _elements(scop: Scop, relation: isl.Map, rank: int) -> isl.Set:
+    """The buffer elements ``relation`` touches (a loop-scoped local's
+    expansion dimensions, which come first, projected out)."""
+    values = relation.range().reset_tuple_id().intersect_params(scop.context)
+    extra = values.dim(isl.dim_type.set) - rank
+    return values.project_out(isl.dim_type.set, 0, extra) if extra > 0 else values
 
 
 def _box_excess(scop: Scop, values: isl.Set, shape: Sequence[Aff], stmt: str, buffer: str
@@ -191,7 +204,7 @@ def _require_in_bounds(function: Function, scop: Scop, found: Guarded) -> None:
         target = function.buffers.get(access.buffer)
         if target is None or not target.shape:
             continue
-        values = access.relation.range().reset_tuple_id().intersect_params(scop.context)
+        values = _elements(scop, access.relation, len(target.shape))
         outside = _outside(scop, values, target.shape, found.statement.name, access.buffer)
         if outside:
             raise PadRefused(f"without the guard, statement {found.statement.name} would "
@@ -249,6 +262,7 @@ def pad_operand(function: Function, index: int, found: Guarded
     taken = names_in(function)
     local = claim_name(f"{found.buffer}_pad", taken)
     shape = tuple(size + lo + hi for size, (lo, hi) in zip(buffer.shape, pads, strict=True))
+    host, before = _placement(function, index, found)
 
     def redirect(load: Load) -> Load:
         if load.buffer != found.buffer:
@@ -259,11 +273,57 @@ def pad_operand(function: Function, index: int, found: Guarded
 
     stmt = replace(found.statement, value=map_loads(found.statement.value, redirect))
     body: tuple[Node, ...] = (If(kept, (stmt,)),) if kept else (stmt,)
-    result = _replace(function, found.guard, body)
     fill = _fill_nest(local, buffer, shape, pads, taken)
-    new_body = result.body[:index] + (fill,) + result.body[index:]
     padded = Buffer(local, buffer.dtype, shape, MemorySpace.LOCAL)
-    return replace(result, body=new_body, locals=result.locals + (padded,)), local
+    if host is None:  # before the top-level nest, a local of the function
+        result = _replace(function, found.guard, body)
+        new_body = result.body[:index] + (fill,) + result.body[index:]
+        return replace(result, body=new_body, locals=result.locals + (padded,)), local
+    position = next(k for k, node in enumerate(host.body) if node is before)
+    moved_host = replace(host, body=host.body[:position] + (fill,) + host.body[position:],
+                         locals=host.locals + (padded,))
+    result = _replace(function, host, (moved_host,))
+    return _replace(result, found.guard, body), local
+
+
+def _placement(function: Function, index: int, found: Guarded) -> tuple[For | None, Node]:
+    """Where the fill nest goes: before the highest node on the path from
+    top-level node ``index`` to the guard that does not write the buffer and
+    sees it (a loop-scoped local: inside its loop); ``(None, nest)`` for
+    before the nest itself, else ``(loop, node)`` with ``node`` in the body of
+    ``loop``. Raises :class:`PadRefused` when no node qualifies."""
+    path = _path(function.body[index], found.guard)
+    if path is None:
+        raise PadRefused(f"statement {found.statement.name} is not under top-level node {index}")
+    owner = next((k for k, node in enumerate(path) if isinstance(node, For)
+                  and any(b.name == found.buffer for b in node.locals)), None)
+    for k, node in enumerate(path):
+        parent = path[k - 1] if k else None
+        if owner is not None and (parent is None or k <= owner):
+            continue  # the local is not visible before this node
+        if parent is not None and not isinstance(parent, For):
+            continue  # locals are declared by loops
+        if any(isinstance(n, Assign) and n.buffer == found.buffer for n in walk_nodes((node,))):
+            continue
+        return parent, node
+    raise PadRefused(f"{found.buffer} is written around statement {found.statement.name} at "
+                     f"every level: no place for its padded copy")
+
+
+def _path(node: Node, target: Node) -> list[Node] | None:
+    """The nodes from ``node`` down to ``target``'s parent (``target`` excluded)."""
+    if node is target:
+        return []
+    children: tuple[Node, ...] = ()
+    if isinstance(node, For):
+        children = node.body
+    elif isinstance(node, If):
+        children = node.then_body + node.else_body
+    for child in children:
+        below = _path(child, target)
+        if below is not None:
+            return [node] + below
+    return None
 
 
 def _fill_nest(local: str, buffer: Buffer, shape: Sequence[Aff], pads: Sequence[tuple[int, int]],

@@ -164,3 +164,47 @@ def test_fused_padded_conv_widens_to_vector_blocks_and_packs_once_per_block() ->
     tile = [why for why in applied if "convolution register tile" in why]
     assert tile and "columns co_r" in tile[0] and "per iteration of loop co_t" in tile[0], applied
     assert_equivalent(module, result, trials=1, sizes={"CI": 3}, rtol=1e-6, atol=1e-6)
+
+
+IN_NEST = """func f(O: f32[N, 4, H, W], X: f32[N, 3, H, W], F: f32[4, 3, 3, 3]) {
+  for n = 0 to N {
+    local t: f32[3, H, W]
+    for c = 0 to 3 {
+      for h = 0 to H {
+        for w = 0 to W {
+          S0: t[c, h, w] = X[n, c, h, w] * 2.0 + 1.0
+        }
+      }
+    }
+    for co = 0 to 4 {
+      for h2 = 0 to H {
+        for w2 = 0 to W {
+          for ci = 0 to 3 {
+            for kh = 0 to 3 {
+              for kw = 0 to 3 {
+                if (h2 + kh - 1 >= 0, h2 + kh - 1 < H, w2 + kw - 1 >= 0, w2 + kw - 1 < W) {
+                  S1: O[n, co, h2, w2] = O[n, co, h2, w2] + F[co, ci, kh, kw] * t[ci, h2 + kh - 1, w2 + kw - 1]
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}"""
+
+
+def test_a_local_written_earlier_in_the_nest_is_padded_inside_its_loop() -> None:
+    """The input of the second convolution of a residual block is a local of
+    the batch loop, written by the first one: the padded copy is filled in that
+    loop, just before the convolution that reads it."""
+    from polyir.ir.nodes import For
+    module = polyir.parse(IN_NEST)
+    ctx = PassContext(AVX512)
+    result = transform(module, "auto-tile{pad=true}", ctx=ctx)
+    assert any("t_pad" in r.why for r in ctx.remarks_of("auto-tile", "applied")), ctx.remarks
+    batch = result.entry.body[0]
+    assert isinstance(batch, For) and any(b.name == "t_pad" for b in batch.locals)
+    assert not _guards(result)
+    assert_equivalent(module, result, trials=2, sizes={"N": 2, "H": 5, "W": 7}, rtol=0, atol=0)
