@@ -50,11 +50,11 @@ def default_pipeline(target: Target | str | None = None, fast_math: bool = False
     contractions go to tensor cores, other parallel loops become grids and
     blocks). With ``fast_math`` (``polyir.compile``'s default), the CPU's
     ``auto-tile`` also reads padded convolutions' inputs from zero-padded
-    copies (``auto-tile{pad=true}``: exact for finite weights).
+    copies (``auto-tile{zero_pad=true}``: exact for finite weights).
     """
     kind = resolve(target).kind
     if fast_math and kind == "cpu":
-        return _PIPELINES[kind].replace("auto-tile", "auto-tile{pad=true}")
+        return _PIPELINES[kind].replace("auto-tile", "auto-tile{zero_pad=true}")
     return _PIPELINES[kind]
 
 

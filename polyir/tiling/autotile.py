@@ -89,7 +89,6 @@ from polyir.tiling.levels import (
     window_register_plan,
     work,
 )
-from polyir.tiling.pad import pad_function
 from polyir.tiling.passes import Copies, Interchange, Pack, SplitTiles, Tile, UnrollJam
 from polyir.tiling.sizes import gemm_sizes, lanes, reduction_jam, register_tile
 from polyir.tiling.spill import spill_for_tiling
@@ -98,6 +97,7 @@ from polyir.tiling.tile import tile_band
 from polyir.tiling.transpack import pack_operand
 from polyir.tiling.unroll_jam import unroll_jam
 from polyir.tiling.widen import widen_function
+from polyir.tiling.zero_pad import pad_function
 
 Remark = Callable[[str, str, str], None]
 """``remark(where, why, kind)``."""
@@ -399,18 +399,18 @@ def prove(deps: Dependences, result: Function, index: int, origins: dict[str, Or
 def auto_tile_function(function: Function, target: Target, remark: Remark,
                        gemm_work: int = 1 << 21, register_work: int = 1 << 15,
                        parallel: bool = False, widen: bool = True, spill: bool = True,
-                       pad: bool = False) -> Function:
+                       zero_pad: bool = False) -> Function:
     """``function`` with every band tiled by the plan the cost model chooses
     (see the module docstring); ``remark(where, why, kind)`` hears every
     decision. With ``spill``, fused matrix products' scalar accumulators are
     first spilled into their output cells where the product then gets a plan
     (``polyir.tiling.spill.spill_for_tiling``); with ``widen``, the other fused
     reductions' (convolutions') are then widened to tiles
-    (``polyir.tiling.widen.widen_function``). With ``pad``, guarded sums
+    (``polyir.tiling.widen.widen_function``). With ``zero_pad``, guarded sums
     (padded convolutions) first read zero-padded copies of their inputs
-    (``polyir.tiling.pad.pad_function``: exact for finite weights). Returns
+    (``polyir.tiling.zero_pad.pad_function``: exact for finite weights). Returns
     ``function`` itself when no plan applies."""
-    if pad:
+    if zero_pad:
         function = pad_function(function, remark)
     # Spill before widening: widening also fits a matrix product (one row of
     # accumulators, no loop blocked) and would leave the spill no scalar, the

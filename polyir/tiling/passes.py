@@ -253,9 +253,9 @@ class AutoTile:
     epilogue) is spilled into its output cell and the nest distributed
     (``polyir.tiling.spill``), so that the matrix-product plan applies;
     ``spill=false`` leaves those as they are (then widening may take them).
-    ``pad`` (off by default; ``polyir.compile`` turns it on with
+    ``zero_pad`` (off by default; ``polyir.compile`` turns it on with
     ``fast_math``): a padded convolution's guarded update first reads a
-    zero-padded copy of its input instead (``polyir.tiling.pad``), so that its
+    zero-padded copy of its input instead (``polyir.tiling.zero_pad``), so that its
     register tile has no branch; exact for finite weights (a weight that is
     infinite or NaN, times a padding zero, would add NaN)."""
 
@@ -264,7 +264,7 @@ class AutoTile:
     parallel: bool = True
     widen: bool = True
     spill: bool = True
-    pad: bool = False
+    zero_pad: bool = False
 
     def run(self, module: Module, ctx: PassContext) -> Module:
         from polyir.tiling.autotile import auto_tile_function
@@ -283,7 +283,7 @@ class AutoTile:
 
             functions.append(auto_tile_function(function, ctx.target, remark, self.gemm_work,
                                                 self.register_work, self.parallel, self.widen,
-                                                self.spill, self.pad))
+                                                self.spill, self.zero_pad))
         if all(a is b for a, b in zip(functions, module.functions, strict=True)):
             return module
         return Module(tuple(functions))

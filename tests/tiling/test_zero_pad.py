@@ -1,4 +1,4 @@
-"""Zero-padded operands (``polyir.tiling.pad``, ``auto-tile{pad=true}``) and
+"""Zero-padded operands (``polyir.tiling.zero_pad``, ``auto-tile{zero_pad=true}``) and
 the convolution register tile they enable (``levels.window_register_plan``):
 padded, strided and symbolic convolution nests keep their meaning in the
 interpreter (exactly), refusals leave the program as it was, random programs
@@ -59,7 +59,7 @@ def test_padding_drops_the_guard_and_keeps_the_meaning(stride: int, sizes: dict[
                                                         free: dict[str, int]) -> None:
     module = _conv(stride, **sizes)
     ctx = PassContext(AVX2)
-    result = transform(module, "auto-tile{pad=true widen=false}", ctx=ctx)
+    result = transform(module, "auto-tile{zero_pad=true widen=false}", ctx=ctx)
     assert any("zero-padded copy" in r.why for r in ctx.remarks_of("auto-tile", "applied"))
     # the convolution's guard is gone (the fill nest keeps an if/else)
     assert not _guards(result)
@@ -80,7 +80,7 @@ def test_padded_convolution_gets_the_window_register_tile(target, stride: int) -
     module = _conv(stride, CO=37, CI=3, H=13, W=15, OH=(13 - 1) // stride + 1,
                    OW=(15 - 1) // stride + 1)
     ctx = PassContext(target)
-    result = transform(module, "auto-tile{pad=true register_work=0}", ctx=ctx)
+    result = transform(module, "auto-tile{zero_pad=true register_work=0}", ctx=ctx)
     applied = [r.why for r in ctx.remarks_of("auto-tile", "applied")]
     assert any("convolution register tile" in why for why in applied), applied
     if target is AVX512:  # 37 channels in 16-lane vectors: 3 column tiles, 2 of them full
@@ -112,7 +112,7 @@ def test_padding_refuses_what_it_cannot_prove() -> None:
     buffer the nest writes: each stays guarded."""
     module = polyir.parse(GUARDED_SUMS)
     ctx = PassContext(AVX2)
-    result = transform(module, "auto-tile{pad=true}", ctx=ctx)
+    result = transform(module, "auto-tile{zero_pad=true}", ctx=ctx)
     assert not any("zero-padded" in r.why for r in ctx.remarks_of("auto-tile", "applied"))
     assert len(_guards(result)) == 3
     assert_equivalent(module, result, trials=1, sizes={"N": 9}, rtol=0, atol=0)
@@ -123,7 +123,7 @@ def test_padding_refuses_what_it_cannot_prove() -> None:
 def test_padding_preserves_or_refuses_on_random_programs(module: Module) -> None:
     for order in ("forward", "shuffle"):
         assert_preserves_or_refuses(
-            lambda m: transform(m, "distribute,auto-tile{pad=true gemm_work=0 register_work=0}",
+            lambda m: transform(m, "distribute,auto-tile{zero_pad=true gemm_work=0 register_work=0}",
                                 ctx=PassContext(TINY)), module, parallel_order=order)
 
 
@@ -158,7 +158,7 @@ def test_fused_padded_conv_widens_to_vector_blocks_and_packs_once_per_block() ->
     from tests.tiling.test_widen import _fused
     module = _fused(64, 5, 9)
     ctx = PassContext(AVX512)
-    result = transform(module, "auto-tile{pad=true}", ctx=ctx)
+    result = transform(module, "auto-tile{zero_pad=true}", ctx=ctx)
     applied = [r.why for r in ctx.remarks_of("auto-tile", "applied")]
     assert any("zero-padded copy" in why for why in applied), applied
     tile = [why for why in applied if "convolution register tile" in why]
@@ -202,7 +202,7 @@ def test_a_local_written_earlier_in_the_nest_is_padded_inside_its_loop() -> None
     from polyir.ir.nodes import For
     module = polyir.parse(IN_NEST)
     ctx = PassContext(AVX512)
-    result = transform(module, "auto-tile{pad=true}", ctx=ctx)
+    result = transform(module, "auto-tile{zero_pad=true}", ctx=ctx)
     assert any("t_pad" in r.why for r in ctx.remarks_of("auto-tile", "applied")), ctx.remarks
     batch = result.entry.body[0]
     assert isinstance(batch, For) and any(b.name == "t_pad" for b in batch.locals)

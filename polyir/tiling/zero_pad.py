@@ -30,7 +30,7 @@ unguarded (the guard keeps any other condition)::
 to their element: ``x + (w * 0) == x`` for every finite ``w`` (the result
 may differ only in the sign of a zero sum). A weight that is infinite or
 NaN would turn ``w * 0`` into NaN, so the rewrite is made only when asked
-(``auto-tile{pad=true}``; ``polyir.compile``, whose results are compared
+(``auto-tile{zero_pad=true}``; ``polyir.compile``, whose results are compared
 with eager within a tolerance, asks for it with ``fast_math``). Every other
 instance computes the same value in the same order: the copy reads ``I``
 just before the code that reads it, which does not write ``I``.
