@@ -120,6 +120,8 @@ def main() -> None:
     parser.add_argument("--failures", type=Path, default=Path("fuzz-failures.txt"))
     parser.add_argument("--progress", type=Path, default=None,
                         help="rewritten with the counts after every chunk of programs")
+    parser.add_argument("--current", type=Path, default=None,
+                        help="rewritten with each program before it runs (to name a hang)")
     options = parser.parse_args()
     deadline = time.monotonic() + 60 * options.minutes
     counts: Counter[str] = Counter()
@@ -159,6 +161,8 @@ def main() -> None:
                 record(kind, f"{text}N = {n}\nA[:61] = {A[:61]!r}\nY = {start!r}")
             return
         module = data.draw(programs(mark_parallel=kind == "gpu"))
+        if options.current is not None:
+            options.current.write_text(f"{kind} {index}\n{module}")
         try:
             if kind == "native":
                 _native(module, index)
