@@ -44,7 +44,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -351,6 +351,27 @@ class CpuExecutable:
         bound = self.binder.bind(args)
         self.call_words(self._words(*bound.values))
         bound.finish()
+
+    def fast_call(self, args: Sequence[Any]) -> Callable[[Sequence[Any]], bool] | None:
+        """For calls like ``args`` (checked here in full): a function that runs a
+        call whose arguments differ from them only in their arrays' data and
+        returns ``True``, or returns ``False`` without running when the call
+        needs the full checks of ``__call__`` (``ArgumentBinder.fast_binding``;
+        ``None`` where that does not apply)."""
+        binding = self.binder.fast_binding(args)
+        if binding is None:
+            return None
+        words_type, call_words = self._words, self.call_words
+
+        def call(given: Sequence[Any]) -> bool:
+            prepared = binding.words(given)
+            if prepared is None:
+                return False
+            values, keep = prepared
+            call_words(words_type(*values))
+            del keep
+            return True
+        return call
 
     def call_words(self, words: Any) -> None:
         """Run on raw argument words, unchecked: ``words`` is a ctypes array of
