@@ -20,7 +20,9 @@ size it divides is dropped: ``min(M, i_t + 64, i_t2 + 8)`` is ``min(M, i_t2 + 8)
 Non-rectangular bands (``for j = 0 to i + 1``) are tiled too: a tile loop
 runs over the range its loop takes over the tile of the loops outside it (an
 over-approximation: some tiles may be empty), and the point loops keep the
-exact bounds. A loop with a step other than 1 is tiled when its lower bound
+exact bounds; in such a band a loop whose smallest value is a constant gets
+its tile origins on the grid from 0 (``j = i + 1``: 0, 64, ..., so the last
+tile is full when the extent is a multiple of the size). A loop with a step other than 1 is tiled when its lower bound
 does not depend on other loops of the band (the tile origins then keep its
 residue).
 
@@ -119,6 +121,7 @@ def tile_band(function: Function, loops: Sequence[str], sizes: Sequence[int],
         tile_var[loop.var] = names[k] if names else claim_name(f"{loop.var}_t", taken)
         taken.add(tile_var[loop.var])
 
+    triangular = any(_triangular(loop, band_vars) for loop in chain)
     # ranges of the band variables as seen from the tile loops
     ranges: dict[str, Interval] = {}
     tile_loops: list[For] = []
@@ -130,6 +133,8 @@ def tile_band(function: Function, loops: Sequence[str], sizes: Sequence[int],
                 raise UnsupportedNest(f"loop '{var}' has step {loop.step} and a lower bound that "
                                       f"depends on the band; tile it first without that")
             first = loop.lower if loop.step != 1 else _bound_list(loop.lower, ranges, lowest=True)
+            if loop.step == 1 and triangular:
+                first = _aligned(first, span)
             last = _bound_list([u - 1 for u in loop.upper], ranges, lowest=False)
             tile_loops.append(For(tile_var[var], first, tuple(u + 1 for u in last), (), step=span,
                                   parallel=loop.parallel))
@@ -168,6 +173,23 @@ def tile_band(function: Function, loops: Sequence[str], sizes: Sequence[int],
         new_nest = nest_function(result, index)
         check_rewrite(deps, new_nest, what=f"tiling {', '.join(loops)}").require()
     return result
+
+
+def _triangular(loop: For, band_vars: set[str]) -> bool:
+    """Does a bound of ``loop`` use another loop of the band (``j = i + 1``)?"""
+    return any(v in band_vars for b in loop.lower + loop.upper for v in b.variables())
+
+
+def _aligned(first: tuple[Aff, ...], span: int) -> tuple[Aff, ...]:
+    """The tile origins of a loop of a triangular band on the grid of ``span``
+    from 0 when its smallest value is a constant (``j = i + 1`` tiled by 64:
+    origins 0, 64, ..., not 1, 65, ...): its tiles then end where a rectangular
+    loop's do (``m`` a multiple of 64: no partial last tile) and start
+    vector-aligned. The point loop keeps the exact bound, so the first tile
+    only starts later."""
+    if len(first) == 1 and first[0].is_constant and first[0].constant > 0:
+        return (Aff.const(first[0].constant // span * span),)
+    return first
 
 
 def tile_loops_for(chain: Sequence[For], tile_loops: Sequence[For],
