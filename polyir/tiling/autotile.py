@@ -267,7 +267,8 @@ def apply_steps(function: Function, steps: Sequence[object]
     for step in steps:
         new: dict[str, Origin] = {}
         if isinstance(step, Tile):
-            function = tile_band(function, step.loops, step.sizes, step.names, check=False)
+            function = tile_band(function, step.loops, step.sizes, step.names, check=False,
+                                 ends=step.ends)
         elif isinstance(step, Interchange):
             function = interchange_band(function, step.loops, step.order, check=False)
         elif isinstance(step, Copies):

@@ -61,6 +61,9 @@ class Contraction:
     extents: tuple[tuple[str, int | None], ...]
     element_bytes: int
     rectangular: bool
+    rows_grow: bool = False
+    """A triangular band whose rows reach further as the column grows
+    (``j >= i``: the triangle's wide end at the last columns)."""
 
     def extent(self, var: str) -> int | None:
         return dict(self.extents).get(var)
@@ -146,9 +149,12 @@ def contraction_roles(function: Function, chain: Sequence[For]) -> Contraction |
         rectangular = all(not (set(b.variables()) & set(band)) for loop in chain
                           for b in loop.lower + loop.upper) and all(loop.step == 1 for loop in chain)
         extents = tuple((loop.var, trip_count(loop)) for loop in chain)
+        loops = {loop.var: loop for loop in chain}
+        rows_grow = any(j in b.variables() and b.coefficient(j) > 0 for b in loops[i].upper) \
+            or any(i in b.variables() and b.coefficient(i) > 0 for b in loops[j].lower)
         return Contraction(tuple(band), batch, i, j, tuple(reduction), stmt.buffer, left.buffer,
                            right.buffer, _order_last(left.indices, i), _order_last(right.indices, j),
-                           extents, ELEMENT_BYTES[out.dtype], rectangular)
+                           extents, ELEMENT_BYTES[out.dtype], rectangular, rows_grow)
     return None
 
 
@@ -240,8 +246,11 @@ def packed_register_plan(c: Contraction, tile: RegisterTile, taken: set[str],
     order = list(c.batch) + [c.j, c.i] + list(c.k)
     steps: list[object] = [Interchange(tuple(c.band), tuple(order))] if order != list(c.band) else []
     ir, jr = _fresh(f"{c.i}_r", taken), _fresh(f"{c.j}_r", taken)
+    # the column tiles of a triangle widening with the columns end at the last
+    # column: the partial one is the first, the narrowest
+    ends = (c.j,) if c.rows_grow else ()
     steps += [
-        Tile((c.j, c.i), (tile.nr, tile.mr), (jr, ir)),
+        Tile((c.j, c.i), (tile.nr, tile.mr), (jr, ir), ends),
         Interchange((jr, ir, c.j, c.i) + c.k, (jr, ir) + c.k + (c.i, c.j)),
     ]
     if pack:

@@ -86,12 +86,14 @@ class Tile:
     """Tile the band ``loops`` (outer to inner, each the only node of the one
     before) by ``sizes`` (0: not tiled): tile loops (named ``names``, default
     ``<loop>_t``) around point loops that keep the original variables; partial
-    tiles get ``min`` bounds. Refused with a witness when the band is not
+    tiles get ``min`` bounds. ``ends``: loops whose tiles end at their end
+    (the partial tile first). Refused with a witness when the band is not
     permutable."""
 
     loops: tuple[str, ...] = ()
     sizes: tuple[int, ...] = ()
     names: tuple[str, ...] = ()
+    ends: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.loops) != len(self.sizes):
@@ -103,7 +105,8 @@ class Tile:
         if not self.loops:
             return module
         position = _host_with_loop(module, self.loops[0])
-        function = tile_band(module.functions[position], self.loops, self.sizes, self.names)
+        function = tile_band(module.functions[position], self.loops, self.sizes, self.names,
+                             ends=self.ends)
         return _replace_function(module, position, function)
 
 

@@ -76,12 +76,16 @@ def _bound_list(exprs: Sequence[Aff], ranges: dict[str, Interval], lowest: bool)
 
 def tile_band(function: Function, loops: Sequence[str], sizes: Sequence[int],
               names: Sequence[str] = (), deps: Dependences | None = None,
-              check: bool = True) -> Function:
+              check: bool = True, ends: Sequence[str] = ()) -> Function:
     """``function`` with the band ``loops`` (outer to inner) tiled by ``sizes``
     (0: not tiled); ``names`` are the new tile loops' variables (default
     ``i_t`` for loop ``i``). ``deps``: the dependences of the top-level nest
     holding the band, when known. With ``check`` (the default) the band's
     permutability is required and the result is proven against the dependences.
+    The tiles of the loops in ``ends`` (step 1, one lower and one upper bound
+    free of the band) end at the loop's end instead of starting at its start:
+    the partial tile comes first (``for j_t = m - 64 * ((m + 63) // 64) to m
+    step 64``); a triangle's narrow end is then the partial one.
 
     Raises ``UnknownLoop``, ``UnsupportedNest`` (not a band, unsupported
     bounds or loops) and ``IllegalTransform`` (with the dependence and two
@@ -135,6 +139,8 @@ def tile_band(function: Function, loops: Sequence[str], sizes: Sequence[int],
             first = loop.lower if loop.step != 1 else _bound_list(loop.lower, ranges, lowest=True)
             if loop.step == 1 and triangular:
                 first = _aligned(first, span)
+            if var in ends:
+                first = _from_end(loop, band_vars, span) or first
             last = _bound_list([u - 1 for u in loop.upper], ranges, lowest=False)
             tile_loops.append(For(tile_var[var], first, tuple(u + 1 for u in last), (), step=span,
                                   parallel=loop.parallel))
@@ -190,6 +196,18 @@ def _aligned(first: tuple[Aff, ...], span: int) -> tuple[Aff, ...]:
     if len(first) == 1 and first[0].is_constant and first[0].constant > 0:
         return (Aff.const(first[0].constant // span * span),)
     return first
+
+
+def _from_end(loop: For, band_vars: set[str], span: int) -> tuple[Aff, ...] | None:
+    """The first tile origin of ``loop`` for tiles that end at its end
+    (``U - span * ceil((U - L) / span)``), or ``None`` when it has not one lower
+    bound ``L`` and one upper bound ``U`` free of the band, or a step."""
+    if loop.step != 1 or len(loop.lower) != 1 or len(loop.upper) != 1:
+        return None
+    (start,), (stop,) = loop.lower, loop.upper
+    if (start.variables() | stop.variables()) & band_vars:
+        return None
+    return (stop - ((stop - start + (span - 1)) // span) * span,)
 
 
 def tile_loops_for(chain: Sequence[For], tile_loops: Sequence[For],

@@ -183,3 +183,34 @@ def test_triangular_tiles_start_on_the_grid_from_zero() -> None:
     assert [str(b) for b in tile.lower] == ["0"]
     for n, m in [(2, 1), (3, 8), (2, 17)]:
         assert _same(module, result, n, m)
+
+
+def test_tiles_ending_at_the_loop_end_put_the_partial_tile_first() -> None:
+    module = polyir.parse(UPPER)
+    result = transform(module, "interchange{loops=i,j,k order=j,i,k},"
+                               "tile{loops=j,i sizes=8,3 names=t0,t1 ends=j}")
+    tile = next(node for node in walk_nodes(result.entry.body) if isinstance(node, For) and node.var == "t0")
+    assert [str(b) for b in tile.upper] == ["m"]
+    for n, m in [(2, 1), (3, 8), (2, 13), (3, 21)]:
+        assert _same(module, result, n, m, seed=m)
+    # and the whole triangular plan with them
+    plan = _plan(True).replace("names=t0,t1}", "names=t0,t1 ends=j}")
+    result = transform(module, plan)
+    for n, m in [(1, 1), (3, 7), (2, 9), (4, 17), (3, 26)]:
+        assert _same(module, result, n, m, seed=n + m)
+
+
+@settings(max_examples=examples(12), deadline=None)
+@given(programs(max_depth=3, max_statements=3, perfect=True))
+def test_tile_with_ends_preserves_or_refuses_on_random_programs(module: Module) -> None:
+    loops = [node for node in walk_nodes(module.entry.body) if isinstance(node, For)]
+    if not loops:
+        return
+    chain = [loops[0]]
+    while len(chain[-1].body) == 1 and isinstance(chain[-1].body[0], For):
+        chain.append(chain[-1].body[0])
+    names = ",".join(loop.var for loop in chain)
+    sizes = ",".join(str(2 + k) for k in range(len(chain)))
+    plan = f"tile{{loops={names} sizes={sizes} ends={names}}}"
+    for order in ("forward", "reverse"):
+        assert_preserves_or_refuses(lambda m: transform(m, plan), module, parallel_order=order)
