@@ -8,6 +8,15 @@ polyir's figure is ``polyir.compile(model, inputs)`` (capture, lowering,
 passes, LLVM, object code; it compiles for the example inputs before
 returning). Inductor's is its first call minus one eager call, since
 ``torch.compile`` compiles lazily on the first call.
+
+Inductor compiles only what Dynamo captures as graph operations: an eval-mode
+``nn.TransformerEncoderLayer`` or ``nn.MultiheadAttention`` under ``no_grad``
+takes torch's fused "fast path" (one ATen call for a whole layer), which
+Inductor leaves to the eager kernel, so it has almost nothing to compile. Each
+row records ``inductor_graph_ops`` (what Dynamo captured) and, for models with
+such modules, ``inductor_cold_nofastpath_s``: Inductor's cold compile with
+``torch.backends.mha.set_fastpath_enabled(False)``, the layer decomposed into
+the operations polyir compiles too (``ratio_cold_vs_inductor_nofastpath``).
 """
 from __future__ import annotations
 
@@ -55,6 +64,31 @@ def inductor_compile_seconds(model: torch.nn.Module, inputs: tuple[Any, ...], ca
     return max(seconds - eager, 0.0)
 
 
+def _has_fast_path(model: torch.nn.Module) -> bool:
+    """Does ``model`` hold modules that torch may run through its fused MHA fast path?"""
+    kinds = (torch.nn.MultiheadAttention, torch.nn.TransformerEncoderLayer)
+    return any(isinstance(m, kinds) for m in model.modules())
+
+
+def inductor_graph_ops(model: torch.nn.Module, inputs: tuple[Any, ...]) -> int:
+    """How many operations Dynamo captures from ``model`` (what Inductor gets to compile)."""
+    with torch.no_grad():
+        explained = torch._dynamo.explain(model)(*inputs)
+    drop_inductor_memory_caches()
+    return int(explained.op_count)
+
+
+def inductor_cold_without_fast_path(model: torch.nn.Module, inputs: tuple[Any, ...]) -> float:
+    """Inductor's cold compile seconds with torch's MHA fast path off (restored after)."""
+    previous = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
+    try:
+        with tempfile.TemporaryDirectory() as cache_dir:
+            return inductor_compile_seconds(model, inputs, cache_dir)
+    finally:
+        torch.backends.mha.set_fastpath_enabled(previous)
+
+
 def cache_hits(compiled: Any) -> list[bool]:
     """For each polyir function of ``compiled``'s latest plan: did its object code come
     from the disk cache?"""
@@ -94,6 +128,12 @@ def cold_and_warm(model: torch.nn.Module, inputs: tuple[Any, ...], *, repeats: i
                     cold.append(inductor_compile_seconds(model, inputs, cache_dir))
                     warm.append(inductor_compile_seconds(model, inputs, cache_dir))
             row["inductor_cold_s"], row["inductor_warm_s"] = statistics.median(cold), statistics.median(warm)
+            row["inductor_graph_ops"] = inductor_graph_ops(model, inputs)
+            if _has_fast_path(model):
+                row["inductor_cold_nofastpath_s"] = statistics.median(
+                    inductor_cold_without_fast_path(model, inputs) for _ in range(repeats))
+                row["ratio_cold_vs_inductor_nofastpath"] = ratio(
+                    row.get("polyir_cold_s"), row["inductor_cold_nofastpath_s"])
         except Exception as error:
             notes.append(f"Inductor failed: {type(error).__name__}: {str(error)[:160]}")
     else:

@@ -52,7 +52,9 @@ from polyir.testing import (
 )
 
 PASSES = ("fuse", "online-reductions", "shrink-buffers", "distribute", "auto-tile", "mark-parallel",
-          "reschedule", "simplify-bounds", "remove-dead-statements", "canonicalize-names")
+          "reschedule", "simplify-bounds", "remove-dead-statements", "canonicalize-names",
+          "split-guards", "single-pass-moments", "split-tiles", "copies", "pack", "interchange",
+          "unroll-jam", "tile", "gpu-tensorcore")
 KINDS = ("native", "passes", "gpu", "edges", "reductions")
 TEAM = replace(cpu(2), parallel_dispatch_ns=0.0, team_late_ns=2**62)
 """Two threads for every parallel loop, however little work it has."""
@@ -118,6 +120,8 @@ def main() -> None:
     parser.add_argument("--failures", type=Path, default=Path("fuzz-failures.txt"))
     parser.add_argument("--progress", type=Path, default=None,
                         help="rewritten with the counts after every chunk of programs")
+    parser.add_argument("--current", type=Path, default=None,
+                        help="rewritten with each program before it runs (to name a hang)")
     options = parser.parse_args()
     deadline = time.monotonic() + 60 * options.minutes
     counts: Counter[str] = Counter()
@@ -157,6 +161,8 @@ def main() -> None:
                 record(kind, f"{text}N = {n}\nA[:61] = {A[:61]!r}\nY = {start!r}")
             return
         module = data.draw(programs(mark_parallel=kind == "gpu"))
+        if options.current is not None:
+            options.current.write_text(f"{kind} {index}\n{module}")
         try:
             if kind == "native":
                 _native(module, index)

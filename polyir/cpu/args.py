@@ -9,6 +9,7 @@ takes a Python scalar. Wrong count, dtype, rank or shape raises
 """
 from __future__ import annotations
 
+import ctypes
 import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -143,6 +144,62 @@ def _dimension(dim: Aff) -> int | str | Aff:
     return dim
 
 
+class FastBinding:
+    """The words of calls that differ from a checked one only in their arrays'
+    data (see :meth:`ArgumentBinder.fast_binding`): ``words(args)`` returns the
+    raw values and what must stay alive during the call, or ``None`` when an
+    array's shape or a symbol's value differs from the checked call's or a
+    written array's bytes meet another argument's (the full :meth:`bind` then
+    decides and reports)."""
+
+    def __init__(self, binder: ArgumentBinder, template: list[int],
+                 arrays: list[tuple[int, int]], scalars: list[tuple[int, int]], written: list[int],
+                 fixed: list[tuple[int, Any]]):
+        self.binder = binder
+        self.template = template
+        self.arrays = arrays
+        self.scalars = scalars
+        self.written = written
+        self.fixed = fixed   # (position, shape) of each array, (position, value) of each symbol
+
+    def words(self, args: Sequence[Any]) -> tuple[list[int], list[Any]] | None:
+        for position, expected in self.fixed:
+            value = args[position]
+            if (value.shape if type(value) is np.ndarray else value) != expected:
+                return None
+        values = list(self.template)
+        keep: list[Any] = []
+        for word, position in self.arrays:
+            values[word] = _address(args[position])
+        if self.written:
+            spans = [(values[word], values[word] + args[position].nbytes, position)
+                     for word, position in self.arrays if args[position].nbytes]
+            for low, high, position in spans:
+                if position in self.written and any(
+                        other != position and low < other_high and other_low < high
+                        for other_low, other_high, other in spans):
+                    return None
+        for word, position in self.scalars:
+            plan = self.binder.plans[position]
+            assert plan is not None
+            value = args[position]
+            if type(value) is float and plan.param.dtype.is_float and plan.param.dtype is not DType.BF16:
+                scalar = np.array(value, plan.numpy_dtype)
+            else:
+                scalar = _scalar(value, plan.param, position, self.binder.fname)
+            keep.append(scalar)
+            values[word] = _address(scalar)
+        return values, keep
+
+
+def _address(array: np.ndarray) -> int:
+    """The data pointer of a C-contiguous array (a ctypes view of a writeable
+    one is the cheapest way numpy offers)."""
+    if array.flags.writeable and array.nbytes:
+        return ctypes.addressof(ctypes.c_char.from_buffer(array))  # type: ignore[arg-type]
+    return int(array.__array_interface__["data"][0])
+
+
 class ArgumentBinder:
     """The calling convention of one function, prepared once; ``bind(args)`` per call.
 
@@ -247,6 +304,37 @@ class ArgumentBinder:
             bound.keep_alive.append(given)
             bound.values.append(pointer)
         return bound
+
+    def fast_binding(self, args: Sequence[Any]) -> FastBinding | None:
+        """For calls like ``args`` (which :meth:`bind` has just accepted): a
+        :class:`FastBinding` that only re-reads data pointers, valid for every
+        call whose arguments have the same types, dtypes, shapes, writeable flags
+        and int values, with arrays C-contiguous (the caller keys its cache on
+        those); ``None`` for calls it does not cover (torch tensors, strided
+        arrays, numpy scalars)."""
+        bound = self.bind(args)
+        template = list(bound.values)
+        arrays: list[tuple[int, int]] = []      # (word, argument position) of each array
+        scalars: list[tuple[int, int]] = []     # (word, argument position) of each 0-d float/int
+        for word, (position, _) in enumerate(self._slot_sources):
+            if position < 0:
+                continue
+            value = args[position]
+            if type(value) is np.ndarray:
+                if not value.flags.c_contiguous:
+                    return None
+                arrays.append((word, position))
+            elif type(value) in (int, float):
+                scalars.append((word, position))
+            else:
+                return None
+        written = [position for _, position in arrays
+                   if self.plans[position] is not None and self.plans[position].written]  # type: ignore[union-attr]
+        shapes = [(position, args[position].shape) for _, position in arrays]
+        symbols = [(position, args[position]) for position, plan in enumerate(self.plans)
+                   if plan is None]
+        return FastBinding(self, template, arrays, scalars, written if len(arrays) > 1 else [],
+                           shapes + symbols)
 
     def prepare(self, shapes: Sequence[tuple[int, ...] | None],
                 symbols: dict[str, int] | None = None) -> list[int | None]:

@@ -16,8 +16,14 @@ raw argument words before the code runs (nothing is written on failure):
   the subscript is evaluated with numpy on the region of that buffer the
   statement reads (its bounding box, from the footprint) and its minimum and
   maximum are compared with the extent, on every call (the ids change).
-  A data-dependent subscript of any other form is not checked; it is listed
-  in :attr:`BoundsCheck.unchecked` and logged once on the ``polyir`` logger.
+  A data-dependent subscript of any other form (its index buffer written by
+  the function, several index buffers, loop variables in the index
+  expression) is listed in :attr:`BoundsCheck.unchecked` and checked in the
+  loop instead: native code compiled with ``check_bounds`` tests every
+  data-dependent subscript before the access
+  (``polyir.llvm.hooks.LoweringHooks.check_subscripts``) and returns a status
+  that raises :class:`polyir.BoundsError` naming the function's data-dependent
+  subscripts; outputs may then be partly written.
 
 A violation raises :class:`polyir.BoundsError` naming the buffer, the
 statement (its text, hence the subscript), the source line and an offending
@@ -89,6 +95,26 @@ class _Gather:
 def _where(node: Any) -> str:
     line = f" (line {node.loc.line})" if node.loc is not None else ""
     return f"statement {node.name}{line}: {print_node(node).strip()}"
+
+
+def data_dependent_subscripts(function: Function) -> list[str]:
+    """Each data-dependent (non-affine) subscript of ``function``, as text naming
+    the buffer, the subscript and the statement with its source line."""
+    from polyir.ir.nodes import to_affine
+    from polyir.ir.walk import loads, walk_nodes
+    found: list[str] = []
+    for node in walk_nodes(function.body):
+        if not isinstance(node, Assign):
+            continue
+        accesses = [(node.buffer, node.indices)]
+        accesses += [(load.buffer, load.indices) for value in node_exprs(node) for load in loads(value)]
+        for buffer, indices in accesses:
+            for index in indices:
+                if not isinstance(index, Aff) and to_affine(index) is None:
+                    text = f"{buffer}[... {print_index(index)} ...] in {_where(node)}"
+                    if text not in found:
+                        found.append(text)
+    return found
 
 
 def _gather_loads(expr: Expr) -> list[Load] | None:
@@ -190,8 +216,8 @@ class BoundsCheck:
                 self.risks.append(_Risk(buffer, sizes, tuple(accesses)))
         self._find_gathers(scop, isl_name)
         for text in self.unchecked:
-            LOGGER.warning("%s(): data-dependent subscript not bounds-checked: %s",
-                           function.name, text)
+            LOGGER.info("%s(): data-dependent subscript checked in the loop only: %s",
+                        function.name, text)
 
     @property
     def needed(self) -> bool:

@@ -33,15 +33,18 @@ class CpuHooks(LoweringHooks):
     carry :data:`FAST_MATH_FLAGS`; ``team_late_ns``, ``work_unit_ns``: the
     ``Target``'s (``polyir.cpu.policy.LateTeam``); ``shared_globals``: a
     kernel of a split build, which declares the runtime globals and leaves
-    their definition to the entry module (``polyir.cpu.abi.runtime_global``).
+    their definition to the entry module (``polyir.cpu.abi.runtime_global``);
+    ``check_subscripts``: data-dependent subscripts checked in the loop
+    (``LoweringHooks.check_subscripts``; ``build_cpu``'s ``check_bounds``).
     """
 
     returns_status = True
 
     def __init__(self, cores: int = 1, min_parallel_work: float = 0.0, fast_math: bool = False,
                  team_late_ns: int = 200_000, work_unit_ns: float = 0.1,
-                 shared_globals: bool = False):
+                 shared_globals: bool = False, check_subscripts: bool = False):
         self.cores = cores
+        self.check_subscripts = check_subscripts
         self.min_parallel_work = min_parallel_work
         self.fast_math = fast_math
         self.team_late_ns = team_late_ns

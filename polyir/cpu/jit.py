@@ -44,7 +44,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,11 +61,12 @@ from polyir.cpu.hooks import CpuHooks
 from polyir.cpu.llvm_worker import LLVMCrash, LLVMWorker
 from polyir.cpu.omp import openmp
 from polyir.cpu.split import Kernel, SplitFunction, group_nodes, split_function, splittable
-from polyir.errors import CompileError
+from polyir.errors import BoundsError, CompileError
 from polyir.ir.nodes import Assign, FragmentStore, Module, Node
 from polyir.ir.printer import print_module
 from polyir.ir.walk import walk_nodes
 from polyir.llvm.diagnostics import llvm_diagnostics
+from polyir.llvm.hooks import STATUS_SUBSCRIPT
 from polyir.llvm.lower import ParamSlot, lower_function, signature
 from polyir.target import Target
 
@@ -351,6 +352,27 @@ class CpuExecutable:
         self.call_words(self._words(*bound.values))
         bound.finish()
 
+    def fast_call(self, args: Sequence[Any]) -> Callable[[Sequence[Any]], bool] | None:
+        """For calls like ``args`` (checked here in full): a function that runs a
+        call whose arguments differ from them only in their arrays' data and
+        returns ``True``, or returns ``False`` without running when the call
+        needs the full checks of ``__call__`` (``ArgumentBinder.fast_binding``;
+        ``None`` where that does not apply)."""
+        binding = self.binder.fast_binding(args)
+        if binding is None:
+            return None
+        words_type, call_words = self._words, self.call_words
+
+        def call(given: Sequence[Any]) -> bool:
+            prepared = binding.words(given)
+            if prepared is None:
+                return False
+            values, keep = prepared
+            call_words(words_type(*values))
+            del keep
+            return True
+        return call
+
     def call_words(self, words: Any) -> None:
         """Run on raw argument words, unchecked: ``words`` is a ctypes array of
         ``len(self.slots)`` int64 (data pointers of contiguous arrays of the
@@ -370,6 +392,12 @@ class CpuExecutable:
     def _raise(self, status: int) -> None:
         if status == 1:
             raise MemoryError(f"{self.function.name}(): cannot allocate local buffers")
+        if status == STATUS_SUBSCRIPT:
+            from polyir.cpu.bounds import data_dependent_subscripts
+            raise BoundsError(f"{self.function.name}(): a data-dependent subscript took a value "
+                              f"outside its buffer (checked in the loop: outputs may be partly "
+                              f"written); the function's data-dependent subscripts: "
+                              + "; ".join(data_dependent_subscripts(self.function)))
         raise RuntimeError(f"{self.function.name}(): native code failed (status {status}); "
                            f"outputs may be partly written")
 
@@ -400,31 +428,38 @@ def _new_llvm_module(name: str) -> ir.Module:
     return llmod
 
 
-def _hooks(target: Target, fast_math: bool, shared_globals: bool = False) -> CpuHooks:
+def _hooks(target: Target, fast_math: bool, shared_globals: bool = False,
+           check_subscripts: bool = False) -> CpuHooks:
     return CpuHooks(parallel_cores(target), target.min_parallel_work, fast_math,
-                    target.team_late_ns, target.work_unit_ns, shared_globals)
+                    target.team_late_ns, target.work_unit_ns, shared_globals, check_subscripts)
 
 
-def lower_to_llvm(module: Module, target: Target, fast_math: bool = False) -> str:
+def lower_to_llvm(module: Module, target: Target, fast_math: bool = False,
+                  check_subscripts: bool = False) -> str:
     """LLVM IR text of the module's entry function (and its packed wrapper) for
     the host, as one LLVM function (what :func:`build_cpu` does when a function
-    is not split); ``fast_math`` puts ``contract reassoc nsz`` on float operations."""
+    is not split); ``fast_math`` puts ``contract reassoc nsz`` on float operations;
+    ``check_subscripts`` checks data-dependent subscripts in the loop."""
     _initialise()
     function = module.entry
     llmod = _new_llvm_module(f"polyir.{function.name}")
-    lowered = lower_function(llmod, function, _hooks(target, fast_math), llvm_name(module))
+    lowered = lower_function(llmod, function, _hooks(target, fast_math, False, check_subscripts),
+                             llvm_name(module))
     _emit_packed_wrapper(llmod, llmod.get_global(lowered.llvm_name), lowered.params,
                          packed_name(module))
     return str(llmod)
 
 
-def lower_kernel(kernel: Kernel, target: Target, fast_math: bool = False) -> str:
+def lower_kernel(kernel: Kernel, target: Target, fast_math: bool = False,
+                 check_subscripts: bool = False) -> str:
     """LLVM IR text of one kernel's module (its parallel loops use the runtime
     globals the entry module defines, ``polyir.cpu.abi.KERNEL_GLOBALS``)."""
     _initialise()
     symbol = kernel_symbol(kernel)
     llmod = _new_llvm_module(symbol)
-    lower_function(llmod, kernel.function, _hooks(target, fast_math, shared_globals=True), symbol)
+    lower_function(llmod, kernel.function,
+                   _hooks(target, fast_math, shared_globals=True, check_subscripts=check_subscripts),
+                   symbol)
     return str(llmod)
 
 
@@ -548,24 +583,25 @@ def _check_external_names(names: list[str], function: str, provided: set[str]) -
                                f"available in this process")
 
 
-def _units(module: Module, target: Target, fast_math: bool, host: str, fingerprint: str
-           ) -> tuple[list[_Unit], int, bool]:
+def _units(module: Module, target: Target, fast_math: bool, host: str, fingerprint: str,
+           check: bool = False) -> tuple[list[_Unit], int, bool]:
     """The objects ``module`` needs, entry last, the number of kernel calls, and
-    whether it was split."""
+    whether it was split (``check``: data-dependent subscripts checked in the loop)."""
     function = module.entry
     options = (repr(target), host, fingerprint, f"fast_math={fast_math}",
-               f"parallel_cores={parallel_cores(target)}")
+               f"parallel_cores={parallel_cores(target)}", f"check_subscripts={check}")
     if not splittable(function) or len(group_nodes(function.body)) <= WHOLE_FUNCTION_NESTS:
         key = cache_key("function", print_module(module), *options, str(KERNEL_SPEED_LEVEL))
         return [_Unit(f"function '{function.name}'", key,
-                      lambda: lower_to_llvm(module, target, fast_math),
+                      lambda: lower_to_llvm(module, target, fast_math, check),
                       speed_level=KERNEL_SPEED_LEVEL)], 1, False
     split = split_function(function)
     units = []
     for kernel in split.distinct.values():
         key = cache_key("kernel", kernel.text, *options, str(KERNEL_SPEED_LEVEL))
         units.append(_Unit(f"function '{function.name}' kernel {kernel.key}", key,
-                           lambda k=kernel: lower_kernel(k, target, fast_math), kernel_symbol(kernel),
+                           lambda k=kernel: lower_kernel(k, target, fast_math, check),
+                           kernel_symbol(kernel),
                            KERNEL_SPEED_LEVEL))
     key = cache_key("entry", f"{module.entry.name}\n{split.entry_text()}", *options)
     units.append(_Unit(f"function '{function.name}' entry", key,
@@ -595,7 +631,8 @@ def build_cpu(module: Module, target: Target, cache_dir: Any = DEFAULT,
         what = f"cpu {module.entry.name}"
         times = StageTimes(_LOG, what)
         with times.stage("split"):
-            units, calls, split = _units(module, target, fast_math, host_description(), fp)
+            units, calls, split = _units(module, target, fast_math, host_description(), fp,
+                                         check_bounds)
         provided = {unit.symbol for unit in units if unit.symbol}
         with times.stage("cache"):
             for unit in units:

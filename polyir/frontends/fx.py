@@ -338,10 +338,12 @@ def _run_segment_on_device(segment: Segment, env: dict[torch.fx.Node, Any], on_d
 
 def build_plan(model: torch.nn.Module, args: Sequence[Any], *, target: Any, fallback: bool,
                pipeline: str | None, fast_math: bool = True, dynamic: bool = False,
-               dynamic_dims: Sequence[Sequence[bool]] | None = None) -> Plan:
+               dynamic_dims: Sequence[Sequence[bool]] | None = None,
+               check_bounds: bool = True) -> Plan:
     """Capture, partition, lower and compile ``model`` for ``args``
     (``polyir.driver.compile_ir`` with ``pipeline``, default the target's; with
-    ``dynamic``, for every size the plan's guards accept)."""
+    ``dynamic``, for every size the plan's guards accept; ``check_bounds``: the
+    CPU code checks data-dependent subscripts in the loop)."""
     from polyir.context import PassContext
     from polyir.driver import compile_ir
     from polyir.target import resolve
@@ -368,7 +370,8 @@ def build_plan(model: torch.nn.Module, args: Sequence[Any], *, target: Any, fall
         with times.stage("compile", f"{name}: {segment.lowered.loop_nests} loop nests",
                          level=logging.INFO):
             segment.executable = compile_ir(segment.lowered.module, plan.context.target, pipeline,
-                                            ctx=plan.context, fast_math=fast_math)
+                                            ctx=plan.context, fast_math=fast_math,
+                                            check_bounds=check_bounds)
     if captured.dynamic is not None:
         captured.dynamic.finish()
         pinned = captured.dynamic.specialised()
@@ -505,7 +508,8 @@ class CompiledModel:
             try:
                 plan = build_plan(self.model, args, target=self.target, fallback=self.fallback,
                                   pipeline=self.pipeline, fast_math=self.fast_math, dynamic=dynamic,
-                                  dynamic_dims=self.dynamic_dims if dynamic else None)
+                                  dynamic_dims=self.dynamic_dims if dynamic else None,
+                                  check_bounds=self.check_bounds)
             except PolyirError:
                 raise
             except Exception as error:

@@ -101,7 +101,7 @@ class Kernel:
         self._cache: dict[tuple[Any, ...], Any] = {}
         self._resolved: tuple[Any, Target] | None = None
         self._writes: dict[int, tuple[Module, frozenset[str]]] = {}
-        self._fast: dict[tuple[Any, ...], tuple[Any, Any]] = {}
+        self._fast: dict[tuple[Any, ...], tuple[Any, Any, Any]] = {}
         functools.update_wrapper(self, func)
 
     def __repr__(self) -> str:
@@ -114,7 +114,10 @@ class Kernel:
         if key is not None:
             known = self._fast.get(key)
             if known is not None and known[0] is self.target:
-                known[1](*args)  # checked as the first call with this key was, by its binder
+                # checked as the first call with this key was: by the fast binding
+                # (data pointers only) when it covers the call, else by the binder
+                if known[2] is None or not known[2](args):
+                    known[1](*args)
                 return
         arguments = self._prepare(args, kwargs)
         specs = tuple(a.spec for a in arguments)
@@ -124,7 +127,8 @@ class Kernel:
         if key is not None:
             if len(self._fast) >= _FAST_LIMIT:
                 self._fast.pop(next(iter(self._fast)))
-            self._fast[key] = (self.target, executable)
+            fast = getattr(executable, "fast_call", None)
+            self._fast[key] = (self.target, executable, fast(args) if fast is not None else None)
         for param, argument in zip(executable.ir.entry.params, arguments, strict=True):
             # only what the kernel writes goes back (a read-only input stays untouched)
             if argument.original is not None and param.name in written:
@@ -193,7 +197,7 @@ class Kernel:
         if executable is None:
             from polyir.driver import compile_ir
             executable = compile_ir(self._module(specs), resolved, self.pipeline,
-                                    fast_math=self.fast_math)
+                                    fast_math=self.fast_math, check_bounds=self.check_bounds)
             if hasattr(executable, "check_bounds"):
                 executable.check_bounds = self.check_bounds
             self._cache[key] = executable

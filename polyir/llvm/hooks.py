@@ -69,6 +69,11 @@ def where(function: Function, node: object) -> str:
     return text + (f" at {loc}" if loc is not None else "")
 
 
+STATUS_SUBSCRIPT = 2
+"""The status a host function returns when a data-dependent subscript checked
+in the loop (``LoweringHooks.check_subscripts``) is outside its buffer."""
+
+
 class LoweringHooks:
     """Target decisions of the lowering; subclass and override per target.
 
@@ -81,6 +86,12 @@ class LoweringHooks:
     #: Host functions return an ``i32`` status (0 ok, 1 out of memory) when true,
     #: ``void`` otherwise (GPU kernels).
     returns_status: bool = True
+
+    #: Check data-dependent subscripts (gathers: ``A[idx[i]]``) in the loop when
+    #: true: an index outside ``[0, extent)`` returns :data:`STATUS_SUBSCRIPT`
+    #: before the access (needs ``returns_status``; the CPU backend's
+    #: ``check_bounds``). Affine subscripts are checked before the call instead.
+    check_subscripts: bool = False
 
     #: LLVM fast-math flags put on float arithmetic and float math intrinsics
     #: (``()``: exact IEEE semantics; the CPU backend's ``fast_math`` sets

@@ -10,7 +10,9 @@ Entry points
     parameter an ``i64``; then the symbols that only appear in parameter
     shapes (``Function.symbols`` order) as ``i64``; then
     ``hooks.function_params(function)``. It returns ``i32`` status (0; 1
-    when a heap local could not be allocated; other values from ``fail_if``)
+    when a heap local could not be allocated; 2, ``STATUS_SUBSCRIPT``, when a
+    data-dependent subscript checked in the loop is outside its buffer; other
+    values from ``fail_if``)
     when ``hooks.returns_status``, else ``void``.
 ``function_type(function, hooks) -> ir.FunctionType``
     That signature as an LLVM function type (to declare a function lowered
@@ -83,12 +85,13 @@ from polyir.ir.nodes import (
     Module,
     Node,
     Symbol,
+    to_affine,
 )
 from polyir.ir.types import MemorySpace
 from polyir.ir.walk import FRAGMENT_NODES, buffers_used
 from polyir.llvm.exprs import ExprLowering
 from polyir.llvm.hints import reorders_float_reduction
-from polyir.llvm.hooks import I1, I32, I64, STACK_LIMIT_BYTES, LoweringHooks, where
+from polyir.llvm.hooks import I1, I32, I64, STACK_LIMIT_BYTES, STATUS_SUBSCRIPT, LoweringHooks, where
 
 __all__ = ["LoweringHooks", "FunctionLowerer", "BufferBinding", "LoweredFunction",
            "lower_function", "lower_module", "signature", "function_type", "buffers_used"]
@@ -416,8 +419,12 @@ class FunctionLowerer(ExprLowering):
             return self.builder.gep(binding.pointer, [self.aff(flat)], inbounds=True,
                                     source_etype=storage)
         offset: ir.Value | None = None
-        for index, stride in zip(indices, binding.strides, strict=True):
+        for index, stride, extent in zip(indices, binding.strides, buffer.shape, strict=True):
             value = self.index_value(index)
+            if self.hooks.check_subscripts and self.hooks.returns_status and \
+                    not isinstance(index, Aff) and to_affine(index) is None:  # type: ignore[arg-type]
+                outside = self.builder.icmp_unsigned(">=", value, self.aff(extent))  # < 0 too
+                self.fail_if(outside, ir.Constant(I32, STATUS_SUBSCRIPT), "subscript.ok")
             if not (isinstance(stride, ir.Constant) and stride.constant == 1):
                 value = self._mul_nsw(value, stride)
             offset = value if offset is None else self._add_nsw(offset, value)

@@ -26,7 +26,14 @@ What is never memoised:
   (``isl.Context.set_max_operations``): there the answer depends on the
   budget left, and a memo hit would let a call succeed that a fresh
   computation would refuse, so results would depend on what was asked before;
-* a failure: an ``isl.Error`` propagates and nothing is stored.
+* a failure: nothing is stored.
+
+Every problem computed on a context without a limit is bounded on its own:
+:data:`PROBLEM_OPERATIONS` isl operations (the counter reset before and after
+it, so the bound depends on the problem alone and a memo hit answers exactly
+what a fresh computation would). Past it the problem raises
+:class:`polyir.polyhedral.analysis.AnalysisLimit` (a ``NotPolyhedral``, so the
+passes keep the code as it is with a remark) instead of running for minutes.
 
 The memo is a bounded LRU (:data:`MEMO_CHARACTERS` characters of answers).
 ``ISL_MEMO.hits``, ``.misses`` and ``.bypassed`` (problems on a context with
@@ -55,6 +62,29 @@ def _options(ctx: isl.Context) -> str:
     """The options of ``ctx`` that change how isl answers (not only whether)."""
     return (f"coalesce {ctx.get_coalesce_bounded_wrapping()} {ctx.get_coalesce_preserve_locals()}"
             f" pip {ctx.get_pip_symmetry()} gbr {ctx.get_gbr_only_first()} bound {ctx.get_bound()}")
+
+
+PROBLEM_OPERATIONS = 50_000_000
+"""isl operations one memoised problem may spend on a context without a limit
+(seconds; the models and the corpus need far less)."""
+
+
+def _bounded(kind: str, ctx: isl.Context, compute: Callable[[], Answer]) -> str:
+    """``compute()`` printed, with at most :data:`PROBLEM_OPERATIONS` operations on ``ctx``."""
+    from polyir.polyhedral.analysis import AnalysisLimit
+    ctx.reset_operations()
+    ctx.set_max_operations(PROBLEM_OPERATIONS)
+    try:
+        return str(compute())
+    except isl.Error as error:
+        failure = str(error)  # raised below, outside this block: an isl.Error as the
+        # context of the new exception would make tools that compare exceptions fail
+        # (islpy objects refuse ``==``)
+    finally:
+        ctx.set_max_operations(0)
+        ctx.reset_operations()
+    raise AnalysisLimit(f"isl gave up on a {kind} problem within its bound of "
+                        f"{PROBLEM_OPERATIONS} operations ({failure})")
 
 
 class IslMemo:
@@ -113,7 +143,7 @@ class IslMemo:
             else:
                 self.misses[kind] += 1
         if text is None:
-            text = str(compute())  # outside the lock: isl may take seconds
+            text = _bounded(kind, ctx, compute)  # outside the lock: isl may take seconds
             self._store(key, text)
         return result(text, context=ctx)
 
@@ -132,4 +162,4 @@ ISL_MEMO = IslMemo()
 """The memo of dependence problems (``polyir.polyhedral.dependences``) and of
 the statement domains extraction builds (``polyir.polyhedral.extract``)."""
 
-__all__ = ["MEMO_CHARACTERS", "IslMemo", "ISL_MEMO"]
+__all__ = ["MEMO_CHARACTERS", "PROBLEM_OPERATIONS", "IslMemo", "ISL_MEMO"]

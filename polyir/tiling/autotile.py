@@ -314,20 +314,30 @@ def _contraction_plans(function: Function, c: Contraction, target: Target, gemm_
         tile = register_tile(target, c.element_bytes, m, n)
         if c.windowed and tile.nr < MIN_COLUMN_VECTORS * tile.lanes:
             return plans  # a convolution: the direct plan instead (see MIN_COLUMN_VECTORS)
+        # a triangular band's diagonal tiles computed over their box (the
+        # micro-kernel, not a row loop of variable length per row), each plan
+        # tried first with them, then without
+        boxes = (True, False) if not c.rectangular else (False,)
+        box_why = {True: ", diagonal tiles over their box", False: ""}
         # the packed panel is read by every row tile: worth a copy from two on
         if column_operand_strided(c) and (m is None or m >= 2 * tile.mr):
-            plans.append(TilePlan(c.band, "register", packed_register_plan(c, tile, set(taken)),
-                                  f"register tile ({roles}): Mr x Nr = {tile}, column operand "
-                                  f"{c.right} packed transposed per column tile"))
+            plans += [TilePlan(c.band, "register",
+                               packed_register_plan(c, tile, set(taken), box=box),
+                               f"register tile ({roles}): Mr x Nr = {tile}, column operand "
+                               f"{c.right} packed transposed per column tile{box_why[box]}")
+                      for box in boxes]
         elif not c.rectangular:
             # a triangular band: column tiles on a fixed grid outside, the row
             # tiles inside start at each column tile (fewer partial tiles than
             # column tiles starting at each row tile: covariance 3.2x -> 2.3x)
-            plans.append(TilePlan(c.band, "register",
-                                  packed_register_plan(c, tile, set(taken), pack=False),
-                                  f"register tile ({roles}): Mr x Nr = {tile}, column tiles outer"))
-        plans.append(TilePlan(c.band, "register", register_plan(c, tile, set(taken)),
-                              f"register tile ({roles}): Mr x Nr = {tile}"))
+            plans += [TilePlan(c.band, "register",
+                               packed_register_plan(c, tile, set(taken), pack=False, box=box),
+                               f"register tile ({roles}): Mr x Nr = {tile}, column tiles "
+                               f"outer{box_why[box]}")
+                      for box in boxes]
+        plans += [TilePlan(c.band, "register", register_plan(c, tile, set(taken), box=box),
+                           f"register tile ({roles}): Mr x Nr = {tile}{box_why[box]}")
+                  for box in boxes]
     return plans
 
 
@@ -342,7 +352,8 @@ def apply_steps(function: Function, steps: Sequence[object]
     for step in steps:
         new: dict[str, Origin] = {}
         if isinstance(step, Tile):
-            function = tile_band(function, step.loops, step.sizes, step.names, check=False)
+            function = tile_band(function, step.loops, step.sizes, step.names, check=False,
+                                 ends=step.ends)
         elif isinstance(step, Interchange):
             function = interchange_band(function, step.loops, step.order, check=False)
         elif isinstance(step, Copies):
@@ -356,7 +367,7 @@ def apply_steps(function: Function, steps: Sequence[object]
                                           step.name or None, check=False)
             copies.update(made)
         elif isinstance(step, SplitTiles):
-            function, new = split_tiles(function, step.at, step.loops, check=False)
+            function, new = split_tiles(function, step.at, step.loops, check=False, pad=step.pad)
         elif isinstance(step, UnrollJam):
             for loop, factor in zip(step.loops, step.factors, strict=True):
                 function, more = unroll_jam(function, loop, factor, step.depth, check=False)

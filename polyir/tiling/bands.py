@@ -19,7 +19,7 @@ variables (unique in a verified function).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from polyir.errors import PolyirError
@@ -127,10 +127,12 @@ def rename_buffers_expr(expr: Expr, names: dict[str, str]) -> Expr:
 
 
 def renamed_copy(nodes: Sequence[Node], taken: set[str],
-                 values: dict[str, Aff] | None = None) -> tuple[tuple[Node, ...], dict[str, Origin]]:
+                 values: dict[str, Aff] | None = None, names: Mapping[str, str] | None = None
+                 ) -> tuple[tuple[Node, ...], dict[str, Origin]]:
     """A copy of ``nodes`` with every loop variable, statement name and
     loop-scoped buffer renamed to a fresh name (added to ``taken``), and the
-    variables in ``values`` replaced by their affine values. Returns the copy and,
+    variables in ``values`` replaced by their affine values; a loop named in
+    ``names`` gets the name given there (which must be free). Returns the copy and,
     for each copied statement, its :class:`Origin` (the statement it copies,
     each original loop variable as an expression of the new ones; the
     variables of ``values`` as given)."""
@@ -142,7 +144,11 @@ def renamed_copy(nodes: Sequence[Node], taken: set[str],
         out: list[Node] = []
         for node in items:
             if isinstance(node, For):
-                new_var = claim_name(_base(node.var), taken)
+                if names and node.var in names:
+                    new_var = names[node.var]
+                    taken.add(new_var)
+                else:
+                    new_var = claim_name(_base(node.var), taken)
                 inner_buffers = dict(buffers)
                 new_locals: list[Buffer] = []
                 for local in node.locals:

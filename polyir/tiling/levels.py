@@ -61,6 +61,9 @@ class Contraction:
     extents: tuple[tuple[str, int | None], ...]
     element_bytes: int
     rectangular: bool
+    rows_grow: bool = False
+    """A triangular band whose rows reach further as the column grows
+    (``j >= i``: the triangle's wide end at the last columns)."""
     output_order: tuple[int, ...] = ()
     """A permutation of the output's dimensions putting ``j``'s last."""
     windowed: bool = False
@@ -166,12 +169,16 @@ def contraction_options(function: Function, chain: Sequence[For]) -> list[Contra
         rectangular = all(not (set(b.variables()) & set(band)) for loop in chain
                           for b in loop.lower + loop.upper) and all(loop.step == 1 for loop in chain)
         extents = tuple((loop.var, trip_count(loop)) for loop in chain)
-        found.append(Contraction(tuple(band), batch, i, j, tuple(reduction), stmt.buffer,
-                                 left.buffer, right.buffer, _order_last(left.indices, i),
-                                 _order_last(right.indices, j), extents, ELEMENT_BYTES[out.dtype],
-                                 rectangular, _order_last(stmt.indices, j),
-                                 _windowed(operands, band), _unit_along(right, j),
-                                 bool(batch) and not set(batch) & _vars(right.indices)))
+        loops = {loop.var: loop for loop in chain}
+        rows_grow = any(j in b.variables() and b.coefficient(j) > 0 for b in loops[i].upper) \
+            or any(i in b.variables() and b.coefficient(i) > 0 for b in loops[j].lower)
+        found.append(Contraction(
+            tuple(band), batch, i, j, tuple(reduction), stmt.buffer, left.buffer, right.buffer,
+            _order_last(left.indices, i), _order_last(right.indices, j), extents,
+            ELEMENT_BYTES[out.dtype], rectangular, rows_grow,
+            output_order=_order_last(stmt.indices, j), windowed=_windowed(operands, band),
+            unit_right=_unit_along(right, j),
+            shared_right=bool(batch) and not set(batch) & _vars(right.indices)))
     return found
 
 
@@ -241,19 +248,32 @@ def gemm_plan(c: Contraction, sizes: GemmSizes, taken: set[str]) -> tuple[object
     return tuple(steps)
 
 
-def register_plan(c: Contraction, tile: RegisterTile, taken: set[str]) -> tuple[object, ...]:
+def register_plan(c: Contraction, tile: RegisterTile, taken: set[str],
+                  box: bool = False) -> tuple[object, ...]:
     """The register tile alone: ``i_r, j_r`` tiles around the reduction loops,
-    the accumulators in a local of ``j_r``, full tiles split, rows unrolled."""
+    the accumulators in a local of ``j_r``, full tiles split, rows unrolled
+    (with ``box``, :func:`split_steps`' box tiles too)."""
     steps, _ = _prefix(c)
     ir, jr = _fresh(f"{c.i}_r", taken), _fresh(f"{c.j}_r", taken)
     steps += [
         Tile((c.i, c.j), (tile.mr, tile.nr), (ir, jr)),
         Interchange((ir, jr, c.i, c.j) + c.k, (ir, jr) + c.k + (c.i, c.j)),
         Copies(jr, (c.output,)),
-        SplitTiles(jr, (c.i, c.j)),
-        UnrollJam((c.i,), (tile.mr,), 0),
     ]
-    return tuple(steps)
+    return tuple(steps) + split_steps(c, tile, jr, taken, box)
+
+
+def split_steps(c: Contraction, tile: RegisterTile, at: str, taken: set[str],
+                box: bool = False) -> tuple[object, ...]:
+    """Full tiles split from the rest below ``at``, their ``Mr`` rows unrolled.
+    With ``box`` (a triangular band), the tiles on the diagonal are computed
+    over their whole box into the accumulators' local (``split-tiles{pad=}``,
+    ``polyir.tiling.pad``) and unrolled too: the micro-kernel instead of a
+    row loop of variable length per row."""
+    if not box:
+        return (SplitTiles(at, (c.i, c.j)), UnrollJam((c.i,), (tile.mr,), 0))
+    ib, jb = _fresh(f"{c.i}_b", taken), _fresh(f"{c.j}_b", taken)
+    return (SplitTiles(at, (c.i, c.j), (ib, jb)), UnrollJam((c.i, ib), (tile.mr, tile.mr), 0))
 
 
 def column_operand_strided(c: Contraction) -> bool:
@@ -265,29 +285,28 @@ def column_operand_strided(c: Contraction) -> bool:
 
 
 def packed_register_plan(c: Contraction, tile: RegisterTile, taken: set[str],
-                         pack: bool = True) -> tuple[object, ...]:
+                         pack: bool = True, box: bool = False) -> tuple[object, ...]:
     """The register tile with the column operand packed transposed: ``j_r``
     outermost, the ``Nr`` columns of the right operand that one ``j_r`` reads
     copied (``pack``) into a local laid out with ``j`` last, so the
     vectorised ``j`` loop reads it with unit stride; every row tile ``i_r``
     inside reuses the panel. Accumulators, split and unroll as in
-    :func:`register_plan`."""
+    :func:`register_plan` (``box``: see :func:`split_steps`)."""
     assert c.right is not None
     order = list(c.batch) + [c.j, c.i] + list(c.k)
     steps: list[object] = [Interchange(tuple(c.band), tuple(order))] if order != list(c.band) else []
     ir, jr = _fresh(f"{c.i}_r", taken), _fresh(f"{c.j}_r", taken)
+    # the column tiles of a triangle widening with the columns end at the last
+    # column: the partial one is the first, the narrowest
+    ends = (c.j,) if c.rows_grow else ()
     steps += [
-        Tile((c.j, c.i), (tile.nr, tile.mr), (jr, ir)),
+        Tile((c.j, c.i), (tile.nr, tile.mr), (jr, ir), ends),
         Interchange((jr, ir, c.j, c.i) + c.k, (jr, ir) + c.k + (c.i, c.j)),
     ]
     if pack:
         steps.append(Pack(jr, c.right, c.j, c.right_order))
-    steps += [
-        Copies(ir, (c.output,)),
-        SplitTiles(ir, (c.i, c.j)),
-        UnrollJam((c.i,), (tile.mr,), 0),
-    ]
-    return tuple(steps)
+    steps.append(Copies(ir, (c.output,)))
+    return tuple(steps) + split_steps(c, tile, ir, taken, box)
 
 
 def window_register_plan(c: Contraction, tile: RegisterTile, taken: set[str],

@@ -7,7 +7,9 @@
 * ``tile{loops=i,j,k sizes=64,64,256 names=ic,jc,kc}``: multi-level tiling
   (``polyir.tiling.tile``).
 * ``interchange{loops=i,j,k order=i,k,j}``: loop interchange (``polyir.tiling.interchange``).
-* ``split-tiles{at=ir loops=i,j}``: full/partial tile separation (``polyir.tiling.split``).
+* ``split-tiles{at=ir loops=i,j pad=ib,jb}``: full/partial tile separation
+  (``polyir.tiling.split``); with ``pad``, triangular tiles computed over their box
+  (``polyir.tiling.pad``).
 * ``unroll-jam{loops=i factors=8 depth=-1}``: register tiles (``polyir.tiling.unroll_jam``).
 * ``copies{at=kc buffers=B blocks=jr order=0,1}``: scratchpads and packing
   (``polyir.tiling.copies``).
@@ -84,12 +86,14 @@ class Tile:
     """Tile the band ``loops`` (outer to inner, each the only node of the one
     before) by ``sizes`` (0: not tiled): tile loops (named ``names``, default
     ``<loop>_t``) around point loops that keep the original variables; partial
-    tiles get ``min`` bounds. Refused with a witness when the band is not
+    tiles get ``min`` bounds. ``ends``: loops whose tiles end at their end
+    (the partial tile first). Refused with a witness when the band is not
     permutable."""
 
     loops: tuple[str, ...] = ()
     sizes: tuple[int, ...] = ()
     names: tuple[str, ...] = ()
+    ends: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.loops) != len(self.sizes):
@@ -101,7 +105,8 @@ class Tile:
         if not self.loops:
             return module
         position = _host_with_loop(module, self.loops[0])
-        function = tile_band(module.functions[position], self.loops, self.sizes, self.names)
+        function = tile_band(module.functions[position], self.loops, self.sizes, self.names,
+                             ends=self.ends)
         return _replace_function(module, position, function)
 
 
@@ -129,17 +134,20 @@ class Interchange:
 class SplitTiles:
     """Version the body of loop ``at`` into full tiles of the point loops
     ``loops`` (constant trip counts, every bound the full-tile test makes
-    redundant dropped) and the partial tiles (the body as it was, renamed)."""
+    redundant dropped) and the partial tiles (the body as it was, renamed).
+    ``pad``: names for the loops of the box tiles, the triangular tiles
+    computed over their box into their local (``polyir.tiling.pad``)."""
 
     at: str = ""
     loops: tuple[str, ...] = ()
+    pad: tuple[str, ...] = ()
 
     def run(self, module: Module, ctx: PassContext) -> Module:
         from polyir.tiling.split import split_tiles
         if not self.at:
             return module
         position = _host_with_loop(module, self.at)
-        function, _ = split_tiles(module.functions[position], self.at, self.loops)
+        function, _ = split_tiles(module.functions[position], self.at, self.loops, pad=self.pad)
         if function is module.functions[position]:
             ctx.remark("split-tiles", f"function '{function.name}', loop '{self.at}'",
                        "not split: every named loop already runs full tiles only")

@@ -24,7 +24,7 @@ instances in the same order, which ``check_rewrite`` proves.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from polyir.ir.affine import Aff, Constraint
@@ -129,18 +129,20 @@ def prune_bounds(nodes: Sequence[Node], facts: Sequence[Aff]) -> tuple[Node, ...
     return tuple(out)
 
 
-def _versions(body: tuple[Node, ...], guards: list[list[Constraint]], taken: set[str]
+def _versions(body: tuple[Node, ...], guards: list[list[Constraint]], taken: set[str],
+              leaf: Callable[[tuple[Node, ...]], tuple[Node, ...]] | None = None
               ) -> tuple[tuple[Node, ...], dict[str, Origin]]:
     """``body`` versioned on each guard in turn: the full version of the first
     (bounds pruned by its facts), else the body renamed; then the next guard
-    inside both. The versions that are full for every guard keep the names."""
+    inside both. The versions that are full for every guard keep the names
+    (and are passed through ``leaf`` when given)."""
     if not guards:
-        return body, {}
+        return (leaf(body) if leaf is not None else body), {}
     first, rest = guards[0], guards[1:]
     if not first:
-        return _versions(body, rest, taken)
+        return _versions(body, rest, taken, leaf)
     facts = [c.rhs - c.lhs for c in first]
-    full, full_origins = _versions(prune_bounds(body, facts), rest, taken)
+    full, full_origins = _versions(prune_bounds(body, facts), rest, taken, leaf)
     renamed, renamed_origins = renamed_copy(body, taken)
     partial, partial_origins = _versions(renamed, rest, taken)
     origins = dict(full_origins)
@@ -181,7 +183,7 @@ def _extreme_over(expr: Aff, lowest: bool, inside: dict[str, For], loops: Sequen
 
 
 def split_tiles(function: Function, at: str, loops: Sequence[str],
-                deps: Dependences | None = None, check: bool = True
+                deps: Dependences | None = None, check: bool = True, pad: Sequence[str] = ()
                 ) -> tuple[Function, dict[str, Origin]]:
     """``function`` with the body of loop ``at`` versioned into full tiles of the
     point loops ``loops`` (constant trip counts) and the rest, one loop after
@@ -191,8 +193,18 @@ def split_tiles(function: Function, at: str, loops: Sequence[str],
     Returns ``function`` itself (and no origins) when every named loop is
     already full.
 
+    With ``pad`` (one new loop name per named loop), a tile that is full but
+    for bounds using another named loop (a triangular tile on the diagonal)
+    is computed over its box instead, its loops named ``pad``
+    (``polyir.tiling.pad``: the added instances write only elements of a
+    local nothing else reads, proven by isl whether ``check`` or not)::
+
+        if (box tests) { if (triangle tests) { full tiles } else { box tiles } }
+        else { the body as it was, renamed }
+
     Raises ``UnknownLoop`` and ``UnsupportedNest`` (a loop without a tile
-    bound, or a guard needing variables not bound at ``at``)."""
+    bound, or a guard needing variables not bound at ``at``; with ``pad``,
+    what ``pad_body`` and ``require_scratch_only`` refuse)."""
     scope = find_loop(function, at)
     inside = {loop.var: loop for loop in loops_inside(scope.body)}
     bound_here = set(enclosing_vars(function, scope)) | {scope.var} | set(function.symbols)
@@ -214,6 +226,10 @@ def split_tiles(function: Function, at: str, loops: Sequence[str],
         guards.append([c for c in tests if not any(c in g for g in guards)])
     if not any(guards):
         return function, {}
+    if pad:
+        padded = _padded_versions(function, scope, loops, pad, bound_here, deps, check)
+        if padded is not None:
+            return padded
     body, origins = _versions(scope.body, guards, names_in(function))
     all_facts = [c.rhs - c.lhs for g in guards for c in g]
     for loop in loops_inside(prune_bounds(scope.body, all_facts)):
@@ -229,6 +245,83 @@ def split_tiles(function: Function, at: str, loops: Sequence[str],
         check_rewrite(deps, nest_function(result, index), what=f"splitting the tiles of '{at}'",
                       origins=origins).require()
     return result, origins
+
+
+def _padded_versions(function: Function, scope: For, loops: Sequence[str], pad: Sequence[str],
+                     bound_here: set[str], deps: Dependences | None, check: bool
+                     ) -> tuple[Function, dict[str, Origin]] | None:
+    """:func:`split_tiles` with box tiles (see its docstring): the versions of
+    the box tests, loop by loop as without ``pad``; in the one full for all of
+    them, the triangle tests choose between the full tiles and the box tiles.
+    ``None`` when no full-tile test uses another named loop (nothing to pad)."""
+    from polyir.tiling.pad import pad_body, require_scratch_only
+    if len(pad) != len(loops):
+        raise UnsupportedNest(f"pad names {len(pad)} loops, split-tiles {len(loops)}")
+    taken = names_in(function)
+    clash = sorted(set(pad) & taken)
+    if clash:
+        raise UnsupportedNest(f"pad names {', '.join(clash)} are taken")
+    named = set(loops)
+    inside = {loop.var: loop for loop in loops_inside(scope.body)}
+    box: list[list[Constraint]] = []
+    triangle: list[Constraint] = []
+    for name in loops:
+        found = full_tile_guard(inside[name])
+        assert found is not None  # split_tiles checked
+        tests: list[Constraint] = []
+        for test in found[1]:
+            tile_test = _over_tile(test, inside, loops, bound_here)
+            part = triangle if test.variables() & named else tests
+            if tile_test not in part and not any(tile_test in g for g in box):
+                part.append(tile_test)
+        box.append(tests)
+    if not triangle:
+        return None
+    triangle_facts = [c.rhs - c.lhs for c in triangle]
+    renames = dict(zip(loops, pad, strict=True))
+    made: dict[str, tuple[Node, ...]] = {}
+    box_origins: dict[str, Origin] = {}
+
+    def leaf(full_box: tuple[Node, ...]) -> tuple[Node, ...]:
+        copy, origins = renamed_copy(full_box, taken, names=renames)
+        box_origins.update(origins)
+        padded = pad_body(copy, list(pad), bound_here, function.buffers)
+        if padded is None:
+            raise UnsupportedNest("no bound of a named loop uses another: nothing to pad")
+        made["exact"], made["padded"] = copy, prune_bounds(padded, [])
+        return (If(tuple(triangle), prune_bounds(full_box, triangle_facts), copy),)
+
+    body, origins = _versions(scope.body, box, taken, leaf)
+    origins.update(box_origins)
+    for loop in loops_inside(made["padded"]):
+        if loop.var in pad and (len(loop.upper) != 1 or len(loop.lower) != 1):
+            raise UnsupportedNest(f"loop '{loop.var}' keeps bounds {', '.join(map(str, loop.upper))} "
+                                  f"in the box tiles")
+    exact = replace_node(function, scope, (replace(scope, body=body),))
+    padded_body = _swap(body, made["exact"], made["padded"])
+    result = replace_node(function, scope, (replace(scope, body=padded_body),))
+    index = nest_of(function, scope)
+    if check:
+        if deps is None:
+            deps = nest_dependences(function, index)
+        check_rewrite(deps, nest_function(exact, index), what=f"splitting the tiles of '{scope.var}'",
+                      origins=origins).require()
+    require_scratch_only(exact, result, index, f"padding the tiles of '{scope.var}'")
+    return result, origins
+
+
+def _swap(nodes: tuple[Node, ...], old: tuple[Node, ...], new: tuple[Node, ...]) -> tuple[Node, ...]:
+    """``nodes`` with the body ``old`` (an ``If``'s branch, by identity) replaced by ``new``."""
+    out: list[Node] = []
+    for node in nodes:
+        if isinstance(node, If):
+            then_body = new if node.then_body is old else _swap(node.then_body, old, new)
+            else_body = new if node.else_body is old else _swap(node.else_body, old, new)
+            node = replace(node, then_body=then_body, else_body=else_body)
+        elif isinstance(node, For):
+            node = replace(node, body=_swap(node.body, old, new))
+        out.append(node)
+    return tuple(out)
 
 
 __all__ = ["split_tiles", "full_tile_guard", "prune_bounds", "enclosing_vars"]

@@ -20,7 +20,9 @@ size it divides is dropped: ``min(M, i_t + 64, i_t2 + 8)`` is ``min(M, i_t2 + 8)
 Non-rectangular bands (``for j = 0 to i + 1``) are tiled too: a tile loop
 runs over the range its loop takes over the tile of the loops outside it (an
 over-approximation: some tiles may be empty), and the point loops keep the
-exact bounds. A loop with a step other than 1 is tiled when its lower bound
+exact bounds; in such a band a loop whose smallest value is a constant gets
+its tile origins on the grid from 0 (``j = i + 1``: 0, 64, ..., so the last
+tile is full when the extent is a multiple of the size). A loop with a step other than 1 is tiled when its lower bound
 does not depend on other loops of the band (the tile origins then keep its
 residue).
 
@@ -74,12 +76,16 @@ def _bound_list(exprs: Sequence[Aff], ranges: dict[str, Interval], lowest: bool)
 
 def tile_band(function: Function, loops: Sequence[str], sizes: Sequence[int],
               names: Sequence[str] = (), deps: Dependences | None = None,
-              check: bool = True) -> Function:
+              check: bool = True, ends: Sequence[str] = ()) -> Function:
     """``function`` with the band ``loops`` (outer to inner) tiled by ``sizes``
     (0: not tiled); ``names`` are the new tile loops' variables (default
     ``i_t`` for loop ``i``). ``deps``: the dependences of the top-level nest
     holding the band, when known. With ``check`` (the default) the band's
     permutability is required and the result is proven against the dependences.
+    The tiles of the loops in ``ends`` (step 1, one lower and one upper bound
+    free of the band) end at the loop's end instead of starting at its start:
+    the partial tile comes first (``for j_t = m - 64 * ((m + 63) // 64) to m
+    step 64``); a triangle's narrow end is then the partial one.
 
     Raises ``UnknownLoop``, ``UnsupportedNest`` (not a band, unsupported
     bounds or loops) and ``IllegalTransform`` (with the dependence and two
@@ -119,6 +125,7 @@ def tile_band(function: Function, loops: Sequence[str], sizes: Sequence[int],
         tile_var[loop.var] = names[k] if names else claim_name(f"{loop.var}_t", taken)
         taken.add(tile_var[loop.var])
 
+    triangular = any(_triangular(loop, band_vars) for loop in chain)
     # ranges of the band variables as seen from the tile loops
     ranges: dict[str, Interval] = {}
     tile_loops: list[For] = []
@@ -130,6 +137,10 @@ def tile_band(function: Function, loops: Sequence[str], sizes: Sequence[int],
                 raise UnsupportedNest(f"loop '{var}' has step {loop.step} and a lower bound that "
                                       f"depends on the band; tile it first without that")
             first = loop.lower if loop.step != 1 else _bound_list(loop.lower, ranges, lowest=True)
+            if loop.step == 1 and triangular:
+                first = _aligned(first, span)
+            if var in ends:
+                first = _from_end(loop, band_vars, span) or first
             last = _bound_list([u - 1 for u in loop.upper], ranges, lowest=False)
             tile_loops.append(For(tile_var[var], first, tuple(u + 1 for u in last), (), step=span,
                                   parallel=loop.parallel))
@@ -168,6 +179,35 @@ def tile_band(function: Function, loops: Sequence[str], sizes: Sequence[int],
         new_nest = nest_function(result, index)
         check_rewrite(deps, new_nest, what=f"tiling {', '.join(loops)}").require()
     return result
+
+
+def _triangular(loop: For, band_vars: set[str]) -> bool:
+    """Does a bound of ``loop`` use another loop of the band (``j = i + 1``)?"""
+    return any(v in band_vars for b in loop.lower + loop.upper for v in b.variables())
+
+
+def _aligned(first: tuple[Aff, ...], span: int) -> tuple[Aff, ...]:
+    """The tile origins of a loop of a triangular band on the grid of ``span``
+    from 0 when its smallest value is a constant (``j = i + 1`` tiled by 64:
+    origins 0, 64, ..., not 1, 65, ...): its tiles then end where a rectangular
+    loop's do (``m`` a multiple of 64: no partial last tile) and start
+    vector-aligned. The point loop keeps the exact bound, so the first tile
+    only starts later."""
+    if len(first) == 1 and first[0].is_constant and first[0].constant > 0:
+        return (Aff.const(first[0].constant // span * span),)
+    return first
+
+
+def _from_end(loop: For, band_vars: set[str], span: int) -> tuple[Aff, ...] | None:
+    """The first tile origin of ``loop`` for tiles that end at its end
+    (``U - span * ceil((U - L) / span)``), or ``None`` when it has not one lower
+    bound ``L`` and one upper bound ``U`` free of the band, or a step."""
+    if loop.step != 1 or len(loop.lower) != 1 or len(loop.upper) != 1:
+        return None
+    (start,), (stop,) = loop.lower, loop.upper
+    if (start.variables() | stop.variables()) & band_vars:
+        return None
+    return (stop - ((stop - start + (span - 1)) // span) * span,)
 
 
 def tile_loops_for(chain: Sequence[For], tile_loops: Sequence[For],

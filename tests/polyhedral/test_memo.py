@@ -8,6 +8,8 @@ from hypothesis import given, settings
 import polyir
 from polyir.driver import default_pipeline
 from polyir.ir.parser import parse
+from polyir.polyhedral import memo as memo_module
+from polyir.polyhedral.analysis import AnalysisLimit
 from polyir.polyhedral.dependences import Dependences, compute_dependences
 from polyir.polyhedral.extract import NotPolyhedral, Scop, extract
 from polyir.polyhedral.memo import ISL_MEMO, IslMemo
@@ -94,11 +96,33 @@ def test_is_bounded_and_keeps_no_failure():
     def fail() -> isl.Set:
         raise isl.Error("out of operations")
 
-    with pytest.raises(isl.Error):
+    with pytest.raises(AnalysisLimit, match="isl gave up on a point problem"):
         memo.answer("point", ctx, ("failing",), fail, isl.Set)
+    assert ctx.get_max_operations() == 0, "the per-problem bound is lifted after the problem"
     assert str(memo.answer("point", ctx, ("failing",), lambda: point(7), isl.Set)) == str(point(7))
     with pytest.raises(ValueError):
         IslMemo(capacity=0)
+
+
+def test_each_problem_is_bounded_on_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A problem past PROBLEM_OPERATIONS is refused whatever ran before it on
+    the context, and one within it succeeds however much ran before."""
+    ctx = isl.Context()
+    heavy = "[n] -> { [i, j, k] -> [i2, j2, k2] : 0 <= i, i2 < n and 0 <= j < i and 0 <= j2 < i2 " \
+            "and 0 <= k <= j and 0 <= k2 <= j2 and (i + 2*j + 3*k) mod 5 = (i2 + j2 + k2) mod 7 }"
+
+    def work() -> isl.Map:
+        relation = isl.Map(heavy, context=ctx)
+        return relation.apply_range(relation).apply_range(relation).coalesce()
+
+    monkeypatch.setattr(memo_module, "PROBLEM_OPERATIONS", 2_000)
+    with pytest.raises(AnalysisLimit, match="within its bound of 2000 operations"):
+        IslMemo().answer("heavy", ctx, ("heavy",), work, isl.Map)
+    monkeypatch.setattr(memo_module, "PROBLEM_OPERATIONS", 10**12)
+    fresh = IslMemo()
+    for k in range(3):   # earlier problems' operations do not count against the next one
+        fresh.answer("heavy", ctx, (f"heavy{k}",), work, isl.Map)
+    assert ctx.get_max_operations() == 0
 
 
 @settings(max_examples=examples(30), deadline=None)

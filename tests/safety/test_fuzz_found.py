@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import polyir
 from polyir.ir.nodes import For, If
+from polyir.passes import PassContext, transform
 from polyir.testing import assert_equivalent
 
 LOCAL_UNDER_IF = """func f(A: f64[N], B: f64[N]) {
@@ -90,3 +91,55 @@ def test_reschedule_repeats_a_guarded_body_under_fresh_names() -> None:
         module = polyir.parse(text)
         result = assert_preserves_or_refuses(lambda m: polyir.transform(m, "reschedule"), module)
         assert isinstance(result, Module)   # verified and equivalent, not refused
+
+
+# widen's dependence analysis of this nest (after distribute) ran isl's
+# dataflow for minutes: every memoised isl problem is now bounded on its own
+# (polyir.polyhedral.memo.PROBLEM_OPERATIONS) and a problem past the bound is a
+# refusal with a remark, not a hang
+HEAVY_DATAFLOW = """func f(A: f64[2*M + 2, 2*M + 2], B: f64[M], C: f64[M, M], G: i32[N, N]) {
+  local t0: f64[]
+  local t1: f64[]
+  for i = 0 to M step 3 {
+    for j = max(1, 1) to M - 2 step 2 {
+      S0: t0[] = 0.75:f64 * sqrt(abs(C[i, j])) + 0.25:f64 * A[i, 2*j + 1]
+      S1: A[2*j, i] = 0.5:f64 * (0.5:f64 * A[2*j, i + 1] + 0.5:f64 * A[2*j, i + 1]) + 0.5:f64 * t0[]
+      for k = 0 to M {
+        S2: t1[] = sigmoid(A[i + 2, 2*k])
+        S3: A[M - i - 1, j + 2] = 0.5:f64 * (select(i != j, A[i + 1, k + 1] / (1.0:f64 + abs(A[i + 1, k + 1])), A[2*j - 1, k + 1]) * exp(-abs(t1[]))) + 0.5:f64 * (t1[] / (1.0:f64 + abs(t1[])))
+        if (k > j) {
+          S4: A[i, k] = 0.5:f64 * A[i, k] + 0.5:f64 * (A[k, 2*k] / (2.0:f64 + abs(A[M - i - 1, M - j - 1])) / sqrt(abs(B[k]) + 1.0:f64))
+        }
+      }
+    }
+  }
+}
+"""
+
+
+def test_a_heavy_dataflow_problem_is_bounded_and_refused_with_a_remark(monkeypatch) -> None:
+    import time
+
+    from polyir.polyhedral import memo
+    monkeypatch.setattr(memo, "PROBLEM_OPERATIONS", 10_000_000)   # the default's 50M: same, slower
+
+    import numpy as np
+
+    from polyir.driver import compile_ir
+    from polyir.testing import random_arguments
+    module = polyir.parse(HEAVY_DATAFLOW)
+    start = time.perf_counter()
+    distributed = polyir.transform(module, "fuse,shrink-buffers,distribute")
+    ctx = PassContext()
+    tiled = transform(distributed, "auto-tile", ctx=ctx)
+    assert time.perf_counter() - start < 120        # minutes before the bound
+    remarks = [str(r) for r in ctx.remarks_of("auto-tile")]
+    assert any("isl gave up" in r for r in remarks), remarks
+    assert_equivalent(module, tiled)
+    executable = compile_ir(module, "cpu", cache_dir=None)
+    expected = random_arguments(module, 3)
+    got = [a.copy() for a in expected]
+    polyir.interpret(module, *expected)
+    executable(*got)
+    for e, g in zip(expected, got, strict=True):
+        np.testing.assert_allclose(g, e, rtol=1e-9, atol=1e-12)
