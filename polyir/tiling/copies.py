@@ -72,7 +72,7 @@ from polyir.ir.types import MemorySpace
 from polyir.ir.walk import STATEMENT_NODES, walk_nodes
 from polyir.polyhedral.dependences import MEMORY_KINDS, Dependences, compute_dependences
 from polyir.polyhedral.extract import Scop, aff_to_isl, affine_index, extract, isl_name
-from polyir.polyhedral.footprint import Bound, Footprint, isl_aff_to_aff, loop_footprints
+from polyir.polyhedral.footprint import Bound, Footprint, bounding_box, isl_aff_to_aff, loop_footprints
 from polyir.polyhedral.legality import check_rewrite
 from polyir.tiling.bands import UnsupportedNest, nest_function, nest_of, replace_node
 from polyir.tiling.split import enclosing_vars
@@ -148,38 +148,53 @@ def plan_dimensions(scop: Scop, footprint: Footprint, shape: Sequence[Aff],
     uppers: list[tuple[Aff, ...]] = []
     bases: list[Aff] = []
     extents: list[Aff] = []
-    rank = len(footprint.box)
     for d, (lo, hi) in enumerate(footprint.box):
-        low, high = _bound_lists(lo, "lower"), _bound_lists(hi, "upper")
-        # a piecewise side that no min/max list states: one of its pieces may hold everywhere
-        # (a partial last tile makes isl give ``i + 5`` a piece of its own, ``31``)
-        guessed = None
-        if low is None:
-            low = _one_side(scop, footprint, d, lo, "lower", shape[d], outer_names)
-        if high is None:
-            high = _one_side(scop, footprint, d, hi, "upper", shape[d], outer_names)
-            guessed = high
-        extent: Aff | None = None
-        base = Aff.const(0)
-        if low is not None and high is not None:
-            # the origin: the lower bound using the most loop variables (a tile's corner)
-            base = max(low, key=lambda e: len([v for v in e.variables() if v in outer_names]))
-            expr = f"x{d} - ({aff_to_isl(base, outer_names)}) + 1"
-            extent = _symbolic_max(scop, _relation_values(scop, footprint.relation, footprint.outer,
-                                                          rank, expr))
-            if extent is not None and guessed is not None:
-                # the copy loops run up to the guessed piece: the local must reach it too
-                over = (f"({aff_to_isl(guessed[0], outer_names)}) - ({aff_to_isl(base, outer_names)})"
-                        f" + 1 - ({aff_to_isl(extent, outer_names)})")
-                if not _all_at_most_zero(scop, footprint, rank, over):
-                    extent = None
-        if low is None or high is None or extent is None:
-            low, high, base, extent = (Aff.const(0),), (shape[d] - 1,), Aff.const(0), shape[d]
+        planned = _plan_dimension(scop, footprint, d, lo, hi, shape[d], outer_names)
+        if planned is None:  # copied whole
+            planned = (Aff.const(0),), (shape[d] - 1,), Aff.const(0), shape[d]
+        low, high, base, extent = planned
         lowers.append(low)
         uppers.append(tuple(h + 1 for h in high))
         bases.append(base)
         extents.append(extent if not extent.is_constant else Aff.const(max(1, extent.constant)))
     return lowers, uppers, bases, extents
+
+
+def _plan_dimension(scop: Scop, footprint: Footprint, d: int, lo: Bound, hi: Bound, size: Aff,
+                    outer_names: dict[str, str]
+                    ) -> tuple[tuple[Aff, ...], tuple[Aff, ...], Aff, Aff] | None:
+    """Dimension ``d``'s copy-loop lower list, upper list (inclusive), origin and
+    largest extent; ``None`` when no bounds are found (the dimension is copied whole).
+
+    A piecewise side that no min/max list states takes one of its pieces that holds
+    everywhere (a partial last tile makes isl give ``i + 5`` a piece of its own,
+    ``31``), else the min/max list of the footprint without the strides around
+    (:func:`_unstrided_side`); an upper list is kept only if the copy loops it
+    bounds stay within the local's extent."""
+    rank = len(footprint.box)
+    low = _bound_lists(lo, "lower")
+    if low is None:
+        low = (_one_side(scop, footprint, d, lo, "lower", size, outer_names)
+               or _unstrided_side(scop, footprint, d, "lower", outer_names))
+    if low is None:
+        return None
+    # the origin: the lower bound using the most loop variables (a tile's corner);
+    # the copy loops start at the max of ``low``, never below it
+    base = max(low, key=lambda e: len([v for v in e.variables() if v in outer_names]))
+    expr = f"x{d} - ({aff_to_isl(base, outer_names)}) + 1"
+    extent = _symbolic_max(scop, _relation_values(scop, footprint.relation, footprint.outer,
+                                                  rank, expr))
+    if extent is None:
+        return None
+    high = _bound_lists(hi, "upper")
+    if high is not None:
+        return low, high, base, extent
+    for guessed in (_one_side(scop, footprint, d, hi, "upper", size, outer_names),
+                    _unstrided_side(scop, footprint, d, "upper", outer_names)):
+        if guessed is not None and _within_extent(scop, footprint, guessed, base, extent,
+                                                  outer_names):
+            return low, guessed, base, extent
+    return None
 
 
 def _one_side(scop: Scop, footprint: Footprint, d: int, bound: Bound, side: str, extent: Aff,
@@ -196,6 +211,46 @@ def _one_side(scop: Scop, footprint: Footprint, d: int, bound: Bound, side: str,
             own = Aff.const(0) if side == "lower" else extent - 1
             return (expr,) if own == expr else (expr, own)
     return None
+
+
+def _unstrided_side(scop: Scop, footprint: Footprint, d: int, side: str,
+                    outer_names: dict[str, str]) -> tuple[Aff, ...] | None:
+    """A loop bound list for dimension ``d`` from the footprint with the strides of the
+    loops around dropped (isl's existential variables), or ``None``.
+
+    Below a strided loop isl states a side by cases of the loop variable's value and
+    may write each case in other variables: chunks of 160 keys in a tile of 256 give
+    the upper side ``r_tile + 159`` where ``r_chunk = r_tile`` and ``r_tile + 255``
+    where ``r_chunk = r_tile + 160``, although ``min(r_tile + 255, r_chunk + 159)``
+    holds everywhere. Without the strides the cases become that min-list. Each of its
+    expressions is checked to bound every element of the real footprint."""
+    relaxed = footprint.relation.remove_divs()
+    lower, upper = bounding_box(scop, relaxed, footprint.outer)[d]
+    bound = lower if side == "lower" else upper
+    exprs = _bound_lists(bound, side)
+    if exprs is None:
+        return None
+    rank = len(footprint.box)
+    for expr in exprs:
+        text = aff_to_isl(expr, outer_names)
+        gap = f"({text}) - x{d}" if side == "lower" else f"x{d} - ({text})"
+        if not _all_at_most_zero(scop, footprint, rank, gap):
+            return None
+    return exprs
+
+
+def _within_extent(scop: Scop, footprint: Footprint, upper: tuple[Aff, ...], base: Aff,
+                   extent: Aff, outer_names: dict[str, str]) -> bool:
+    """Whether copy loops from ``base`` to ``min(upper)`` (inclusive) stay within
+    ``extent`` elements at every iteration of the loops around that reaches the
+    footprint (some expression of ``upper`` is at most ``base + extent - 1``)."""
+    o = ", ".join(outer_names[v] for v in footprint.outer)
+    start = aff_to_isl(base, outer_names)
+    size = aff_to_isl(extent, outer_names)
+    beyond = " and ".join(f"({aff_to_isl(e, outer_names)}) - ({start}) + 1 > {size}" for e in upper)
+    over = scop.isl_set(f"{scop.param_space} -> {{ [{o}] : {beyond} }}")
+    reached = footprint.relation.domain().reset_tuple_id()
+    return bool(over.intersect(reached).intersect_params(scop.context).is_empty())
 
 
 def _all_at_most_zero(scop: Scop, footprint: Footprint, rank: int, expr: str) -> bool:

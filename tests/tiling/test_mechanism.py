@@ -233,3 +233,31 @@ def test_copies_of_a_loop_scoped_local_below_its_loop() -> None:
 }"""
     with pytest.raises(PassError, match="does not enclose"):   # R lives in each iteration of i
         transform(polyir.parse(inner), "copies{at=t buffers=R}")
+
+
+CHUNKED_TILE = """func f(W: f32[N, 16], V: f32[N, 4], O: f32[16, 4]) {
+  for jt = 0 to N step 8 {
+    for jc = jt to min(N, jt + 8) step 5 {
+      for i = 0 to 16 {
+        for j = jc to min(N, jt + 8, jc + 5) {
+          for d = 0 to 4 {
+            S0: O[i, d] = O[i, d] + W[j, i] * V[j, d]
+          }
+        }
+      }
+    }
+  }
+}"""
+
+
+def test_copies_of_chunks_of_a_tile_hold_one_chunk() -> None:
+    # isl states the chunk's last key by cases of jc (jt + 4 for the first chunk, jt + 7
+    # for the second), each written with jt: without the strides it is the min-list
+    # min(N - 1, jt + 7, jc + 4), and the copy holds 5 rows, not the whole of V
+    module = polyir.parse(CHUNKED_TILE)
+    result = transform(module, "copies{at=jc buffers=V,W}")
+    jc = next(loop for loop in _loops(result) if loop.var == "jc")
+    shapes = {b.name: [str(e) for e in b.shape] for b in jc.locals}
+    assert shapes == {"V_jc": ["5", "4"], "W_jc": ["5", "16"]}
+    for n in (1, 5, 8, 11, 13, 16, 21):
+        assert_equivalent(module, result, trials=1, sizes={"N": n})
