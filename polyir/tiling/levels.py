@@ -96,6 +96,20 @@ def trip_count(loop: For) -> int | None:
     return None
 
 
+def largest_trip_count(loop: For) -> int | None:
+    """The most iterations ``loop`` can run when a constant bounds them: its constant
+    trip count, or for a tile's loop ``i = a to min(N, a + 48)`` (a lower bound that
+    one of the upper bounds exceeds by a constant) that constant over the step."""
+    known = trip_count(loop)
+    if known is not None or len(loop.lower) != 1:
+        return known
+    spans = [(upper - loop.lower[0]) for upper in loop.upper]
+    widths = [span.constant for span in spans if span.is_constant]
+    if not widths:
+        return None
+    return max(0, -(-min(widths) // loop.step))
+
+
 def _order_last(indices: Sequence[object], var: str) -> tuple[int, ...]:
     """A permutation of the dimensions putting the (first) one that uses ``var`` last."""
     dims = list(range(len(indices)))
@@ -168,7 +182,7 @@ def contraction_options(function: Function, chain: Sequence[For]) -> list[Contra
         batch = tuple(v for v in band if v in parallel and v not in (i, j))
         rectangular = all(not (set(b.variables()) & set(band)) for loop in chain
                           for b in loop.lower + loop.upper) and all(loop.step == 1 for loop in chain)
-        extents = tuple((loop.var, trip_count(loop)) for loop in chain)
+        extents = tuple((loop.var, largest_trip_count(loop)) for loop in chain)
         loops = {loop.var: loop for loop in chain}
         rows_grow = any(j in b.variables() and b.coefficient(j) > 0 for b in loops[i].upper) \
             or any(i in b.variables() and b.coefficient(i) > 0 for b in loops[j].lower)
@@ -589,4 +603,4 @@ def work(c: Contraction) -> int | None:
 __all__ = ["Contraction", "contraction_roles", "contraction_options", "window_register_plan", "gemm_plan", "register_plan", "order_plan",
            "jam_plan", "reduction_chains", "packed_register_plan", "packed_rows_plan",
            "strided_reads", "column_operand_strided", "pack_reuse", "reuse_loop", "strided_along",
-           "unit_stride_order", "stride_score", "trip_count", "work", "ELEMENT_BYTES"]
+           "unit_stride_order", "stride_score", "trip_count", "largest_trip_count", "work", "ELEMENT_BYTES"]

@@ -197,6 +197,30 @@ def test_two_reduction_loops_in_plan_order_get_the_register_tile() -> None:
     assert_equivalent(module, result, trials=1, sizes={"M": 5, "N": 7, "K": 2, "L": 3}, rtol=0, atol=0)
 
 
+def test_a_product_in_a_block_of_rows_is_sized_by_the_block() -> None:
+    # a block of 8 rows (a query block of the online traversal): the rows' loop has
+    # no constant trip count, but at most 8 iterations; 8 x 64 x 64 multiply-adds
+    # are below gemm_work, so the register tile without cache tiles or packed rows
+    text = """func f(C: f32[N, 64], A: f32[N, 64], B: f32[64, 64], D: f32[N]) {
+  for ib = 0 to N step 8 {
+    S1: D[ib] = 1.0
+    for i = ib to min(N, ib + 8) {
+      for j = 0 to 64 {
+        for k = 0 to 64 {
+          S0: C[i, j] = C[i, j] + A[i, k] * B[k, j]
+        }
+      }
+    }
+  }
+}"""
+    module = polyir.parse(text)
+    result, ctx = _auto_tile(module, AVX512, "auto-tile{gemm_work=100000 register_work=0}")
+    why = ctx.remarks_of("auto-tile", "applied")[0].why
+    assert why.startswith("register tile (rows i, columns j, reduction k)"), why
+    for n in (5, 8, 13, 16):
+        assert_equivalent(module, result, trials=1, sizes={"N": n}, rtol=0, atol=0)
+
+
 def test_column_walking_nest_gets_a_unit_stride_order() -> None:
     text = """func f(B: f32[N, M], A: f32[N, M]) {
   for j = 0 to M {
