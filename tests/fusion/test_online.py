@@ -192,8 +192,8 @@ def test_sdpa_one_traversal_per_query(length: int, source: int, depth: int, caus
     q = torch.randn(1, 2, length, depth)
     k, v = torch.randn(1, 2, source, depth), torch.randn(1, 2, source, depth)
     # nothing larger than one tile of scores (or a row of the output) is stored: a tile of
-    # 256 keys for each row of a block (causal rows are not blocked by default)
-    rows = 1 if causal else min(length, auto_rows(cpu(), 256))
+    # 256 keys for each row of a block (causal rows are blocked too)
+    rows = min(length, auto_rows(cpu(), 256))
     _check(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=causal), q, k, v,
            max_local=rows * max(256, depth), applies=source > 1)  # one key: no loop to fuse
 

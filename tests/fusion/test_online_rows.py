@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 import polyir
 from polyir.context import PassContext
+from polyir.fusion.online import online_reductions
 from polyir.fusion.passes import auto_rows
 from polyir.ir.nodes import Assign, For
 from polyir.ir.walk import loads, statements, walk_nodes
@@ -62,6 +63,22 @@ def test_sdpa_in_blocks_of_rows(length: int, source: int, depth: int, causal: bo
     q = torch.randn(1, 2, length, depth)
     k, v = torch.randn(1, 2, source, depth), torch.randn(1, 2, source, depth)
     _check(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=causal), q, k, v)
+
+
+@pytest.mark.parametrize("length, depth", [(129, 8), (100, 64)])
+def test_causal_sdpa_in_blocks_with_the_default_pipeline(length: int, depth: int) -> None:
+    """The default CPU pipeline blocks causal rows too (blocks of ``auto_rows``: whole
+    blocks, a partial last one, key tiles on and below the diagonal)."""
+    torch.manual_seed(length)
+    q, k, v = (torch.randn(1, 2, length, depth) for _ in range(3))
+    module = Fn(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=True))
+    compiled = polyir.compile(module, (q, k, v), target=cpu(1), fallback=False)
+    with torch.no_grad():
+        want = module(q, k, v)
+    torch.testing.assert_close(compiled(q, k, v), want, rtol=2e-5, atol=2e-5)
+    rows = auto_rows(cpu(1), 256)
+    assert any(f"in blocks of {rows} against each key tile" in r
+               for r in compiled.summary()["remarks"])
 
 
 def test_blocks_with_masks_that_empty_rows_and_bf16() -> None:
@@ -123,22 +140,22 @@ def test_rows_option_is_checked() -> None:
         transform(polyir.parse(_rows_program(random.Random(0))), "online-reductions{rows=-1}")
 
 
-def test_rows_from_the_target_block_rectangular_ranges_only() -> None:
-    """``rows=0`` (the default): blocks of :func:`auto_rows` rows where the key range is
-    the same for every row; a causal range stays one row at a time, with a remark."""
-    plain = polyir.parse(_rows_text("K[j, r]", "Y[i, d]", "0"))
-    ctx = PassContext(target=cpu(1))
-    blocked = transform(plain, "online-reductions", ctx=ctx)
+def test_rows_from_the_target_block_rectangular_and_row_varying_ranges() -> None:
+    """``rows=0`` (the default): blocks of :func:`auto_rows` rows, whether the key range
+    is the same for every row or varies by row (a causal mask or a sliding window: the
+    keys every row of the block has form a rectangle, the rest stays per row)."""
     rows = auto_rows(cpu(1), 256)
-    assert rows > 1 and any(f"blocks of {rows}" in r.why
-                            for r in ctx.remarks_of("online-reductions", "applied"))
-    assert_equivalent(plain, blocked, trials=2, rtol=1e-4, atol=1e-5)
-    causal = polyir.parse(_rows_text("K[j, r]", "Y[i, d]", "i - 2"))  # a window: bounds vary by row
-    ctx = PassContext(target=cpu(1))
-    kept = transform(causal, "online-reductions", ctx=ctx)
-    assert any("depends on row" in r.why for r in ctx.remarks_of("online-reductions", "missed"))
-    assert not any("blocks of" in r.why for r in ctx.remarks_of("online-reductions", "applied"))
-    assert_equivalent(causal, kept, trials=2, rtol=1e-4, atol=1e-5)
+    for lower in ("0", "i - 2"):
+        module = polyir.parse(_rows_text("K[j, r]", "Y[i, d]", lower))
+        ctx = PassContext(target=cpu(1))
+        blocked = transform(module, "online-reductions", ctx=ctx)
+        assert rows > 1 and any(f"blocks of {rows}" in r.why
+                                for r in ctx.remarks_of("online-reductions", "applied")), lower
+        assert_equivalent(module, blocked, trials=2, rtol=1e-4, atol=1e-5)
+    # the rectangular_only policy of online_reductions keeps a varying range per row
+    causal = polyir.parse(_rows_text("K[j, r]", "Y[i, d]", "i - 2"))
+    kept = online_reductions(causal.entry, 256, rows, rectangular_only=True)
+    assert any("depends on row" in why for _, why, kind in kept.notes if kind == "missed")
 
 
 def test_a_row_varying_key_range_splits_into_a_rectangle_and_the_rest() -> None:
