@@ -175,7 +175,7 @@ def _plan_dimension(scop: Scop, footprint: Footprint, d: int, lo: Bound, hi: Bou
     low = _bound_lists(lo, "lower")
     if low is None:
         low = (_one_side(scop, footprint, d, lo, "lower", size, outer_names)
-               or _unstrided_side(scop, footprint, d, "lower", outer_names))
+               or _unstrided_side(scop, footprint, d, "lower", size, outer_names))
     if low is None:
         return None
     # the origin: the lower bound using the most loop variables (a tile's corner);
@@ -190,7 +190,7 @@ def _plan_dimension(scop: Scop, footprint: Footprint, d: int, lo: Bound, hi: Bou
     if high is not None:
         return low, high, base, extent
     for guessed in (_one_side(scop, footprint, d, hi, "upper", size, outer_names),
-                    _unstrided_side(scop, footprint, d, "upper", outer_names)):
+                    _unstrided_side(scop, footprint, d, "upper", size, outer_names)):
         if guessed is not None and _within_extent(scop, footprint, guessed, base, extent,
                                                   outer_names):
             return low, guessed, base, extent
@@ -213,7 +213,7 @@ def _one_side(scop: Scop, footprint: Footprint, d: int, bound: Bound, side: str,
     return None
 
 
-def _unstrided_side(scop: Scop, footprint: Footprint, d: int, side: str,
+def _unstrided_side(scop: Scop, footprint: Footprint, d: int, side: str, extent: Aff,
                     outer_names: dict[str, str]) -> tuple[Aff, ...] | None:
     """A loop bound list for dimension ``d`` from the footprint with the strides of the
     loops around dropped (isl's existential variables), or ``None``.
@@ -223,7 +223,9 @@ def _unstrided_side(scop: Scop, footprint: Footprint, d: int, side: str,
     the upper side ``r_tile + 159`` where ``r_chunk = r_tile`` and ``r_tile + 255``
     where ``r_chunk = r_tile + 160``, although ``min(r_tile + 255, r_chunk + 159)``
     holds everywhere. Without the strides the cases become that min-list. Each of its
-    expressions is checked to bound every element of the real footprint."""
+    expressions is checked to bound every element of the real footprint; the buffer's
+    own bound (``0`` below, ``extent - 1`` above) joins the list, so that a list looser
+    than the real footprint never copies past the buffer."""
     relaxed = footprint.relation.remove_divs()
     lower, upper = bounding_box(scop, relaxed, footprint.outer)[d]
     bound = lower if side == "lower" else upper
@@ -236,7 +238,8 @@ def _unstrided_side(scop: Scop, footprint: Footprint, d: int, side: str,
         gap = f"({text}) - x{d}" if side == "lower" else f"x{d} - ({text})"
         if not _all_at_most_zero(scop, footprint, rank, gap):
             return None
-    return exprs
+    own = Aff.const(0) if side == "lower" else extent - 1
+    return exprs if own in exprs else exprs + (own,)
 
 
 def _within_extent(scop: Scop, footprint: Footprint, upper: tuple[Aff, ...], base: Aff,
