@@ -223,7 +223,7 @@ class OnlineReductions:
         def change(function: Function) -> Function:
             original = function
             function, notes = pull_consumers(function, ctx.analyses.isl)
-            result = online_reductions(function, self.tile, rows)
+            result = online_reductions(function, self.tile, rows, explicit=bool(self.rows))
             if result.function is function:
                 result = replace(result, function=original)   # pulling alone is no gain
                 notes = [n for n in notes if n[2] != "applied"]

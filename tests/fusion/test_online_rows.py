@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 import polyir
 from polyir.context import PassContext
-from polyir.fusion.online import online_reductions
+from polyir.fusion.online import CAUSAL_MIN_ROWS, online_reductions
 from polyir.fusion.passes import auto_rows
 from polyir.ir.nodes import Assign, For
 from polyir.ir.walk import loads, statements, walk_nodes
@@ -65,10 +65,11 @@ def test_sdpa_in_blocks_of_rows(length: int, source: int, depth: int, causal: bo
     _check(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=causal), q, k, v)
 
 
-@pytest.mark.parametrize("length, depth", [(129, 8), (100, 64)])
+@pytest.mark.parametrize("length, depth", [(257, 8), (100, 64)])
 def test_causal_sdpa_in_blocks_with_the_default_pipeline(length: int, depth: int) -> None:
     """The default CPU pipeline blocks causal rows too (blocks of ``auto_rows``: whole
-    blocks, a partial last one, key tiles on and below the diagonal)."""
+    blocks, a partial last one, key tiles on and below the diagonal) from
+    ``CAUSAL_MIN_ROWS`` rows up; fewer rows stay one at a time, with the reason."""
     torch.manual_seed(length)
     q, k, v = (torch.randn(1, 2, length, depth) for _ in range(3))
     module = Fn(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=True))
@@ -77,8 +78,11 @@ def test_causal_sdpa_in_blocks_with_the_default_pipeline(length: int, depth: int
         want = module(q, k, v)
     torch.testing.assert_close(compiled(q, k, v), want, rtol=2e-5, atol=2e-5)
     rows = auto_rows(cpu(1), 256)
-    assert any(f"in blocks of {rows} against each key tile" in r
-               for r in compiled.summary()["remarks"])
+    remarks = compiled.summary()["remarks"]
+    blocked = any(f"in blocks of {rows} against each key tile" in r for r in remarks)
+    assert blocked == (length >= CAUSAL_MIN_ROWS), remarks
+    if not blocked:
+        assert any(f"{length} < {CAUSAL_MIN_ROWS} rows, too few" in r for r in remarks), remarks
 
 
 def test_blocks_with_masks_that_empty_rows_and_bf16() -> None:
