@@ -81,3 +81,21 @@ def test_what_is_not_cached(tmp_path, monkeypatch) -> None:
     monkeypatch.setitem(registry._REGISTRY, "someones-pass", Outside)
     assert pipeline_cache.cacheable("fuse,auto-tile")
     assert not pipeline_cache.cacheable("fuse,someones-pass")   # its code is not in the key
+
+
+def test_an_entry_of_another_format_or_not_a_module_is_a_miss(tmp_path) -> None:
+    module = polyir.parse(TEXT)
+    pipeline = "fuse"
+    cache = pipeline_cache.open_cache(tmp_path)
+    assert cache is not None
+    key = pipeline_cache.key(module, pipeline, cpu(1))
+    cache.store(key, TEXT.encode(), '{"format": "text-0", "remarks": []}', {"kind": "pipeline"})
+    assert pipeline_cache.load(cache, key) is None       # an older entry: a miss, dropped
+    assert cache.load(key) is None
+    import pickle
+    cache.store(key, pickle.dumps([1, 2]), '{"format": "%s", "remarks": []}' % pipeline_cache.FORMAT,
+                {"kind": "pipeline"})
+    assert pipeline_cache.load(cache, key) is None
+    executable = compile_ir(module, cpu(1), pipeline, cache_dir=tmp_path)
+    assert [stage for stage, _ in executable.timings if stage.startswith("passes")] == ["passes"]
+    _run(executable)
