@@ -1,6 +1,8 @@
 """The pipeline cache: a warm compile runs no pass and gives the same code, remarks and positions."""
 from __future__ import annotations
 
+import json
+import pickle
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,9 +94,8 @@ def test_an_entry_of_another_format_or_not_a_module_is_a_miss(tmp_path) -> None:
     cache.store(key, TEXT.encode(), '{"format": "text-0", "remarks": []}', {"kind": "pipeline"})
     assert pipeline_cache.load(cache, key) is None       # an older entry: a miss, dropped
     assert cache.load(key) is None
-    import pickle
-    cache.store(key, pickle.dumps([1, 2]), '{"format": "%s", "remarks": []}' % pipeline_cache.FORMAT,
-                {"kind": "pipeline"})
+    record = json.dumps({"format": pipeline_cache.FORMAT, "remarks": []})
+    cache.store(key, pickle.dumps([1, 2]), record, {"kind": "pipeline"})
     assert pipeline_cache.load(cache, key) is None
     executable = compile_ir(module, cpu(1), pipeline, cache_dir=tmp_path)
     assert [stage for stage, _ in executable.timings if stage.startswith("passes")] == ["passes"]
