@@ -140,30 +140,31 @@ def _gather_loads(expr: Expr) -> list[Load] | None:
     return found if visit(expr) else None
 
 
-def _evaluate(expr: Any, values: np.ndarray, symbols: dict[str, int]) -> Any:
-    """``expr`` with every load replaced by ``values`` (numpy, elementwise)."""
+def _evaluate(expr: Any, values: Any, symbols: dict[str, int], xp: Any = np) -> Any:
+    """``expr`` with every load replaced by ``values`` (elementwise, in the array
+    namespace ``xp``: numpy, or CuPy for device arrays)."""
     if isinstance(expr, Const):
         return expr.value
     if isinstance(expr, Load):
         return values
     if isinstance(expr, Cast):
-        inner = _evaluate(expr.value, values, symbols)
+        inner = xp.asarray(_evaluate(expr.value, values, symbols, xp))
         if expr.dtype.is_int:
-            return np.trunc(inner).astype(np.int64) if np.asarray(inner).dtype.kind == "f" \
-                else np.asarray(inner).astype(np.int64)
+            return xp.trunc(inner).astype(np.int64) if inner.dtype.kind == "f" \
+                else inner.astype(np.int64)
         return inner
     if isinstance(expr, Select):
-        return np.where(_evaluate(expr.cond, values, symbols),
-                        _evaluate(expr.if_true, values, symbols),
-                        _evaluate(expr.if_false, values, symbols))
+        return xp.where(_evaluate(expr.cond, values, symbols, xp),
+                        _evaluate(expr.if_true, values, symbols, xp),
+                        _evaluate(expr.if_false, values, symbols, xp))
     if isinstance(expr, Var):
         return symbols[expr.name]
     if isinstance(expr, Aff):
         return expr.evaluate(symbols)
-    lhs, rhs = _evaluate(expr.lhs, values, symbols), _evaluate(expr.rhs, values, symbols)
-    operations = {"+": np.add, "-": np.subtract, "*": np.multiply, "<": np.less,
-                  "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
-                  "==": np.equal, "!=": np.not_equal}
+    lhs, rhs = _evaluate(expr.lhs, values, symbols, xp), _evaluate(expr.rhs, values, symbols, xp)
+    operations = {"+": xp.add, "-": xp.subtract, "*": xp.multiply, "<": xp.less,
+                  "<=": xp.less_equal, ">": xp.greater, ">=": xp.greater_equal,
+                  "==": xp.equal, "!=": xp.not_equal}
     return operations[expr.op](lhs, rhs)
 
 
@@ -374,22 +375,50 @@ class BoundsCheck:
     def _check_gather(self, gather: _Gather, region: _Region, words: Any,
                       key: tuple[int, ...]) -> None:
         values = np.asarray(_View(words[gather.source_slot], region))[region.box]
+        self._check_values(gather, region, values, dict(zip(self._params, key, strict=True)), np)
+
+    def check_arrays(self, symbols: dict[str, int], arrays: dict[str, Any], xp: Any = np) -> None:
+        """The whole check for a backend that holds its arguments as arrays (the
+        CUDA runtime, before any launch): :meth:`check_symbols`, then every
+        hoisted data-dependent subscript evaluated on ``arrays[source]`` (numpy,
+        or device arrays of the namespace ``xp``: min and max are reduced on
+        the device, and only they come back). A source missing from ``arrays``
+        is not checked. Raises :class:`polyir.BoundsError` on a violation."""
+        self.check_symbols(symbols)
+        if not self.gathers:
+            return
+        for gather in self.gathers:
+            array = arrays.get(gather.source.name)
+            if array is None:
+                continue
+            region = self._region(gather, symbols)
+            if region is None:
+                continue
+            namespace = np if isinstance(array, np.ndarray) and type(array) is np.ndarray else xp
+            self._check_values(gather, region, array[region.box], symbols, namespace)
+
+    def _check_values(self, gather: _Gather, region: _Region, values: Any,
+                      symbols: dict[str, int], xp: Any) -> None:
         if values.size == 0:
             return
         if gather.plain:          # min and max commute with truncation
-            low, high = np.trunc(values.min()), np.trunc(values.max())
+            low, high = values.min(), values.max()
         else:
-            symbols = dict(zip(self._params, key, strict=True))
-            index = np.asarray(_evaluate(gather.expr, values, symbols))
+            index = xp.asarray(_evaluate(gather.expr, values, symbols, xp))
             low, high = index.min(), index.max()
+        if xp is not np:          # one transfer back for both
+            low, high = xp.stack([xp.asarray(low, dtype=np.float64),
+                                  xp.asarray(high, dtype=np.float64)]).tolist()
+        low, high = np.trunc(float(low)), np.trunc(float(high))
         extent = region.extent
         if low >= 0 and high < extent:
             return
         source = gather.source
-        bad = low if low < 0 else high
+        bad = low if not low >= 0 else high
+        shown = int(bad) if np.isfinite(bad) else bad
         node = gather.statement
         raise BoundsError(f"{self.function.name}(): subscript {print_index(gather.expr)} of "
                           f"'{gather.target.name}' (dimension {gather.dim}, extent {extent}) takes "
-                          f"the value {int(bad)} from '{source.name}' in {_where(node)}",
+                          f"the value {shown} from '{source.name}' in {_where(node)}",
                           buffer=gather.target.name, statement=node.name,
                           line=node.loc.line if node.loc is not None else None)

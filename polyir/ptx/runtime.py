@@ -8,12 +8,20 @@ sequence of ``Launch`` nodes, on the current CUDA device:
   ``__cuda_array_interface__``, no copy); numpy arrays (and torch CPU tensors)
   are copied to the device and back after the launches.
 * Launches go to CuPy's current stream. Only a call with such host copies
-  synchronises; one on device arrays alone returns while its kernels run.
+  (or device-resident gather ids, below) synchronises; one on device arrays
+  alone returns while its kernels run.
 * bf16 buffers are 16-bit on the device; float32 host/CuPy arrays given for
   them are converted (rounded to bfloat16) on the way in and widened on the way
   out; torch ``bfloat16`` CUDA tensors, and uint16 CuPy arrays (bf16 bits),
   are used in place.
 * Host-function locals become zero-filled device arrays.
+* Before any launch, the bounds check (``polyir.cpu.bounds``, off with
+  ``check_bounds=False``): affine accesses against the sizes, and each
+  hoisted data-dependent subscript (gathers, embedding ids) evaluated on its
+  index array, on the host copy where there is one, else on the device
+  (CuPy reduces it to its minimum and maximum and only those two values come
+  back: a call with device-resident ids then synchronises once). A violation
+  raises :class:`polyir.BoundsError` and nothing runs.
 * A launch whose grid has a dimension <= 0 runs nothing.
 * The PTX is loaded with ``cupy.RawModule(path=...)`` (``code=`` would be CUDA
   C++ for NVRTC) from a temporary file, the driver JIT-compiling it.
@@ -136,8 +144,8 @@ class CudaProgram:
         (numpy arrays, torch CPU tensors): then it synchronises and copies back."""
         cp = self.cupy
         buffers, symbols = self._bind(args)
-        if self.bounds is not None and self.bounds.needed:
-            self.bounds.check_symbols(symbols)      # footprints against the shapes, before any launch
+        if self.bounds is not None and self.bounds.needed:   # before any launch
+            self.bounds.check_arrays(symbols, self._gather_sources(buffers), cp)
         for local in self.entry.locals:
             shape = tuple(d.evaluate(symbols) for d in local.shape)
             buffers[local.name] = _Argument(cp.zeros(shape, dtype=_device_dtype(local.dtype)))
@@ -152,6 +160,22 @@ class CudaProgram:
                     np.copyto(arg.host, cp.asnumpy(widened).reshape(arg.host.shape))
             elif arg.host is not None:
                 np.copyto(arg.host, cp.asnumpy(arg.device).reshape(arg.host.shape))
+
+    def _gather_sources(self, buffers: dict[str, _Argument]) -> dict[str, Any]:
+        """The arrays the bounds check reads data-dependent subscripts from: the
+        host copy where there is one (no device round trip), else the device
+        array (CuPy reduces it; a bf16 torch tensor, never an index, is left out)."""
+        names = {gather.source.name for gather in self.bounds.gathers} if self.bounds else set()
+        found: dict[str, Any] = {}
+        for name in names:
+            arg = buffers.get(name)
+            if arg is None:
+                continue
+            if arg.host is not None:
+                found[name] = arg.host
+            elif not isinstance(arg.device, _TorchBF16):
+                found[name] = arg.device
+        return found
 
     def _run_host(self, nodes: Sequence[Any], buffers: dict[str, _Argument],
                   symbols: dict[str, int]) -> None:

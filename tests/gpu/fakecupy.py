@@ -29,6 +29,10 @@ counts: collections.Counter[str] = collections.Counter()
 class ndarray(np.ndarray):  # noqa: N801 (mirrors cupy.ndarray)
     """A "device" array."""
 
+    def tolist(self) -> Any:
+        counts["to_host"] += 1
+        return np.asarray(self).tolist()
+
 
 def asarray(value: Any, dtype: Any = None) -> ndarray:
     if isinstance(value, ndarray) and dtype is None:
@@ -152,5 +156,13 @@ cuda = types.SimpleNamespace(
 uint32 = np.uint32
 uint16 = np.uint16
 float32 = np.float32
+# the elementwise functions and reductions polyir.cpu.bounds evaluates gather ids with
+add, subtract, multiply, where, trunc = np.add, np.subtract, np.multiply, np.where, np.trunc
+less, less_equal, greater, greater_equal = np.less, np.less_equal, np.greater, np.greater_equal
+equal, not_equal = np.equal, np.not_equal
+
+
+def stack(values: Any) -> ndarray:
+    return np.stack(values).view(ndarray)
 
 __all__ = ["ndarray", "asarray", "asnumpy", "zeros", "RawModule", "cuda", "Buffer"]

@@ -187,6 +187,30 @@ def test_cupy_launches_on_torchs_current_stream(monkeypatch: pytest.MonkeyPatch)
     assert len(tensors._streams) == 1
 
 
+class Embed(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Embedding(10, 4)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.table(ids) * 2.0
+
+
+def test_device_embedding_ids_out_of_range_are_a_bounds_error(on_fake_device) -> None:
+    # issue 16: device-resident ids are checked before the launches (CuPy min/max)
+    from polyir import BoundsError
+    model = Embed().eval()
+    ids = torch.tensor([[1, 9, 0]])
+    compiled, fake = on_fake_device(model, ids)
+    out = compiled(fake.to_device(ids))
+    torch.testing.assert_close(out, model(ids).detach())
+    launches = len(fakecupy.RawModule.launches)
+    for bad in ([[1, 10, 0]], [[-1, 2, 3]]):
+        with pytest.raises(BoundsError, match="from 'ids|from 'arg"):
+            compiled(fake.to_device(torch.tensor(bad)))
+    assert len(fakecupy.RawModule.launches) == launches     # nothing ran
+
+
 # ------------------------------------------------------------------ real GPU
 @pytest.mark.gpu
 @pytest.mark.parametrize("weights_on_gpu", [True, False])
@@ -230,3 +254,15 @@ def test_launches_follow_torchs_current_stream() -> None:
         expected = model(x)
     stream.synchronize()
     torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_embedding_ids_on_the_gpu_are_checked() -> None:
+    from polyir import BoundsError
+    model = Embed().eval().cuda()
+    ids = torch.tensor([[1, 9, 0]], device="cuda")
+    compiled = polyir.compile(model, (ids,), target="cuda")
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(ids), model(ids))
+    with pytest.raises(BoundsError):
+        compiled(torch.tensor([[1, 10, 0]], device="cuda"))

@@ -121,3 +121,55 @@ def test_a_too_small_output_is_refused_before_any_launch(fake_cupy) -> None:
     big = np.zeros((50, 40), np.float32)
     exe(big, A)
     assert len(fakecupy.RawModule.launches) == 1 and big[1:-1, 1:-1].min() == 3.0
+
+
+GATHER = """func embed(out: f32[N, D], W: f32[V, D], ids: i64[N]) {
+  for i = 0 to N {
+    for j = 0 to D {
+      S0: out[i, j] = W[ids[i], j]
+    }
+  }
+}
+"""
+
+SHIFTED_GATHER = """func embed(out: f32[N, D], W: f32[V, D], ids: i32[N]) {
+  for i = 0 to N {
+    for j = 0 to D {
+      S0: out[i, j] = W[cast<i64>(ids[i]) + 1, j]
+    }
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("on_device", [True, False])
+def test_gather_ids_are_checked_before_any_launch(fake_cupy, on_device: bool) -> None:
+    # issue 16: an embedding id out of range on the GPU path is a BoundsError, device ids included
+    from polyir import BoundsError
+    exe = fake_cupy(GATHER)
+    W = np.arange(12, dtype=np.float32).reshape(4, 3)
+    place = fakecupy.asarray if on_device else np.asarray
+    out = place(np.full((3, 3), -1.0, np.float32))
+    for bad in ([0, 4, 1], [-1, 0, 0]):
+        fakecupy.counts.clear()
+        with pytest.raises(BoundsError, match=rf"subscript ids\[i\w*\] of 'W' .* takes the value {max(bad) if max(bad) >= 4 else min(bad)} from 'ids' in statement S0"):
+            exe(out, place(W), place(np.array(bad, np.int64)))
+        assert fakecupy.RawModule.launches == [] and bool((np.asarray(out) == -1.0).all())
+        if on_device:      # only the minimum and maximum came back
+            assert fakecupy.counts["to_host"] == 1
+    exe(out, place(W), place(np.array([3, 0, 2], np.int64)))
+    np.testing.assert_array_equal(np.asarray(out), W[[3, 0, 2]])
+
+
+def test_a_computed_gather_subscript_is_checked_on_device_ids(fake_cupy) -> None:
+    from polyir import BoundsError
+    exe = fake_cupy(SHIFTED_GATHER)
+    W = fakecupy.asarray(np.arange(12, dtype=np.float32).reshape(4, 3))
+    out = fakecupy.zeros((2, 3), np.float32)
+    with pytest.raises(BoundsError, match="takes the value 4 from 'ids'"):
+        exe(out, W, fakecupy.asarray(np.array([0, 3], np.int32)))       # 3 + 1 is past W
+    assert fakecupy.RawModule.launches == []
+    exe(out, W, fakecupy.asarray(np.array([2, -1], np.int32)))
+    np.testing.assert_array_equal(np.asarray(out), np.arange(12, dtype=np.float32).reshape(4, 3)[[3, 0]])
+    unchecked = compile_ir(parse(SHIFTED_GATHER), cuda(80), check_bounds=False)
+    assert not unchecked.bounds
