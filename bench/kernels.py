@@ -9,6 +9,14 @@ For every kernel of ``polyir.testing.corpus.CORPUS``:
    the full run), and polyir's result is checked against numpy's;
 3. polyir and numpy are timed interleaved; the inputs are restored (untimed)
    before every call, since the kernels update them in place.
+4. ``polyir_fast_s`` / ``ratio_fast_math_vs_numpy``: the same kernel compiled with
+   ``polyir.kernel(..., fast_math=True)`` (reassociation and FMA contraction
+   allowed, as numpy's BLAS and pairwise sums do), timed in the same interleaved
+   run and checked against numpy within tolerance. The default build stays
+   bit-equal to the plain Python function, so a sum's adds stay in order: an
+   exact f32 ``dot`` is one chain of dependent adds, latency-bound, which no
+   schedule can vectorise; this column says what the kernel costs when the user
+   allows what numpy does.
 
 Arrays are float32 (``int-arith`` stays int64, ``gather-rows`` indices int32;
 the ``dtype`` column lists them).
@@ -167,6 +175,16 @@ def bench_kernel(name: str, sizes: Mapping[str, int], repeats: int,
         contenders["polyir"] = lambda: compiled(*work["polyir"])
     except Exception as error:  # report it and keep measuring the others
         notes.append(f"polyir failed: {type(error).__name__}: {str(error)[:160]}")
+    try:
+        import polyir
+        work["polyir_fast"] = _copy(pristine)
+        with tempfile.TemporaryDirectory() as cache_dir, polyir_cache(cache_dir):
+            fast = polyir.kernel(kernel.func, target=cpu_target(), fast_math=True)
+            fast.compile_for(*work["polyir_fast"])
+        fast(*work["polyir_fast"])
+        contenders["polyir_fast"] = lambda: fast(*work["polyir_fast"])
+    except Exception as error:
+        notes.append(f"polyir fast_math failed: {type(error).__name__}: {str(error)[:160]}")
     if formulation is not None:
         formulation(*work["numpy"])
         if "polyir" in contenders:
@@ -174,6 +192,11 @@ def bench_kernel(name: str, sizes: Mapping[str, int], repeats: int,
             row["polyir_checked"] = problem is None
             if problem:
                 notes.append(f"polyir differs from numpy: {problem}")
+        if "polyir_fast" in contenders:
+            problem = _mismatch(name, work["polyir_fast"], work["numpy"])
+            row["polyir_fast_checked"] = problem is None
+            if problem:
+                notes.append(f"polyir fast_math differs from numpy: {problem}")
         contenders["numpy"] = lambda: formulation(*work["numpy"])
 
     def restore(who: str) -> None:
@@ -188,6 +211,8 @@ def bench_kernel(name: str, sizes: Mapping[str, int], repeats: int,
             row[f"{who}_spread"] = round(sample.spread, 3)
     if row.get("polyir_checked", True):
         row["ratio_vs_numpy"] = ratio(row.get("polyir_s"), row.get("numpy_s"))
+    if row.get("polyir_fast_checked", True):
+        row["ratio_fast_math_vs_numpy"] = ratio(row.get("polyir_fast_s"), row.get("numpy_s"))
     if notes:
         row["note"] = "; ".join(dict.fromkeys(notes))
     return row

@@ -16,7 +16,8 @@ from typing import Any
 TABLES: dict[str, tuple[str, list[str]]] = {
     "kernels": ("corpus kernels, native CPU: polyir vs numpy (seconds per call)",
                 ["name", "shape", "dtype", "polyir_s", "numpy_s", "ratio_vs_numpy",
-                 "compile_cold_s", "compile_warm_s", "note"]),
+                 "polyir_fast_s", "ratio_fast_math_vs_numpy", "compile_cold_s", "compile_warm_s",
+                 "note"]),
     "models": ("models on CPU: polyir vs torch eager vs Inductor (seconds per call)",
                ["model", "batch", "shape", "polyir_s", "eager_s", "inductor_s", "ratio_vs_eager",
                 "ratio_vs_inductor", "note"]),
