@@ -209,7 +209,7 @@ def hoist_copy(function: Function, local: str, loop: str) -> tuple[Function, Hoi
         raise UnsupportedNest(f"'{copy.source}' is written inside loop '{loop}': a copy made "
                               f"before it could go stale")
     kept = kept_loops(chain, copy)
-    if hoisted in kept:
+    if any(k.var == hoisted.var for k in kept):
         raise UnsupportedNest(f"the copy into '{local}' starts where loop '{loop}' says: it moves "
                               f"with it")
     kept_vars = [k.var for k in kept]
@@ -288,14 +288,14 @@ def _with(bounds: tuple[Aff, ...], extra: Aff) -> tuple[Aff, ...]:
 def _declare(function: Function, node: Node, buffer: Buffer) -> Function:
     """``function`` with ``buffer`` declared on the innermost loop around ``node``
     (at function level when none)."""
-    around = enclosing_vars_of_node(function, node)
+    around = _loops_around(function, node)
     if not around:
         return replace(function, locals=function.locals + (buffer,))
     owner = around[-1]
     return replace_node(function, owner, (replace(owner, locals=owner.locals + (buffer,)),))
 
 
-def enclosing_vars_of_node(function: Function, target: Node) -> list[For]:
+def _loops_around(function: Function, target: Node) -> list[For]:
     """The loops around ``target`` (by identity), outermost first."""
     path: list[For] = []
 
