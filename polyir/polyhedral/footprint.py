@@ -19,6 +19,7 @@ iteration of the outer loops.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import islpy as isl
@@ -114,6 +115,21 @@ def loop_footprints(target: Scop | Function | Module, loop: int | str) -> Footpr
     scop = target if isinstance(target, Scop) else extract(target)
     info = scop.loop(loop)
     return _footprints(scop, scop.statements_in(info.id), info.depth)
+
+
+def statement_footprints(target: Scop | Function | Module, statements: Sequence[str],
+                         loop: int | str) -> Footprints:
+    """Per buffer, the footprint of the named ``statements`` alone below ``loop``
+    (id or unique variable name), as a function of it and its enclosing loops
+    (a copy statement's own reads, without the other accesses of the loop);
+    raises ``ValueError`` for a statement that is not inside ``loop``."""
+    scop = target if isinstance(target, Scop) else extract(target)
+    info = scop.loop(loop)
+    members = [scop.statements[name] for name in statements]
+    outside = [s.name for s in members if info.id not in s.loops]
+    if outside or not members:
+        raise ValueError(f"statement(s) {', '.join(outside) or '(none)'} not inside loop '{info.var}'")
+    return _footprints(scop, members, info.depth)
 
 
 def _footprints(scop: Scop, members: list[StatementInfo], depth: int) -> Footprints:

@@ -50,12 +50,14 @@ element: the results stay bit-equal to the original program's.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from polyir.errors import PolyirError
 from polyir.ir.names import names_in
-from polyir.ir.nodes import For, Function, If, Load, Node
+from polyir.ir.nodes import Assign, For, Function, If, Load, Node
+from polyir.ir.walk import walk_nodes
 from polyir.passes import format_pipeline
 from polyir.polyhedral.dependences import Dependences
 from polyir.polyhedral.extract import NotPolyhedral, affine_index
@@ -69,6 +71,7 @@ from polyir.polyhedral.legality import (
 from polyir.target import Target
 from polyir.tiling.bands import nest_dependences, nest_function, nest_of, perfect_chain
 from polyir.tiling.copies import copy_buffer
+from polyir.tiling.hoist import find_copy, hoist_copy, kept_loops
 from polyir.tiling.interchange import interchange_band
 from polyir.tiling.levels import (
     ELEMENT_BYTES,
@@ -77,6 +80,7 @@ from polyir.tiling.levels import (
     contraction_options,
     gemm_plan,
     jam_plan,
+    largest_trip_count,
     order_plan,
     packed_register_plan,
     packed_rows_plan,
@@ -89,8 +93,8 @@ from polyir.tiling.levels import (
     window_register_plan,
     work,
 )
-from polyir.tiling.passes import Copies, Interchange, Pack, SplitTiles, Tile, UnrollJam
-from polyir.tiling.sizes import gemm_sizes, lanes, reduction_jam, register_tile
+from polyir.tiling.passes import Copies, HoistCopy, Interchange, Pack, SplitTiles, Tile, UnrollJam
+from polyir.tiling.sizes import gemm_sizes, hoist_budget, lanes, reduction_jam, register_tile
 from polyir.tiling.spill import spill_for_tiling
 from polyir.tiling.split import split_tiles
 from polyir.tiling.tile import tile_band
@@ -277,7 +281,6 @@ def _reuse_scope(function: Function, c: Contraction) -> str | None:
     they do not (the outermost enclosing loop when none uses them); ``None``
     when the band's own column tile is the place (no enclosing loop, or the
     innermost one moves the operand)."""
-    from polyir.ir.walk import walk_nodes
     assert c.right is not None
     used: set[str] = set()
     for node in walk_nodes(function.body):
@@ -470,7 +473,8 @@ def auto_tile_function(function: Function, target: Target, remark: Remark,
             except PolyirError as error:
                 remark(where, f"{plan.kind} plan not applied: {error}", "missed")
                 continue
-            pipeline = plan.pipeline
+            result, hoisted = hoist_copies(result, copies, target, where, remark)
+            pipeline = format_pipeline(plan.steps + tuple(hoisted))
             if parallel and plan.parallel and target.cores > 1 \
                     and independent_along(deps, plan.parallel[1]):
                 result = mark_loop_parallel(result, plan.parallel[0])
@@ -480,6 +484,70 @@ def auto_tile_function(function: Function, target: Target, remark: Remark,
             deps_cache.pop(index, None)
             break
     return function
+
+
+def hoist_copies(function: Function, copies: set[str], target: Target, where: str,
+                 remark: Remark) -> tuple[Function, list[HoistCopy]]:
+    """``function`` with each read-only copy among the statements ``copies``
+    (a plan's ``copies``/``pack`` scratchpads) made once before the outermost
+    loop around it that does not move it (``polyir.tiling.hoist``), when the
+    loops it leaves would repeat it at least twice (their constant trip
+    counts; unknown counts are taken as repeating) and the hoisted local fits
+    ``sizes.hoist_budget`` (see there why that bound). The loop is chosen
+    outermost first (the most repetitions saved); a loop the copy's start
+    moves with is no candidate, nor are those above it only by way of one.
+    A copy left in place although loops around it repeat it gets a
+    ``missed`` remark saying why (too large, or the mechanism's refusal: a
+    source written in the loop, a copy that moves with it). Also the
+    ``hoist-copy`` steps applied."""
+    steps: list[HoistCopy] = []
+    for name in sorted(copies):
+        statement = next((n for n in walk_nodes(function.body)
+                          if isinstance(n, Assign) and n.name == name), None)
+        if statement is None:
+            continue
+        try:
+            at, copy = find_copy(function, statement.buffer)
+        except PolyirError:
+            continue  # a copy-back, or a copy the later steps versioned
+        chain = _enclosing(function, at.var) + [at]
+        reasons: list[str] = []
+        for position, loop in enumerate(chain):
+            below = chain[position:]
+            kept = {k.var for k in kept_loops(below, copy)}
+            if loop.var in kept:
+                continue
+            counts = [largest_trip_count(p) for p in below if p.var not in kept]
+            known = [c for c in counts if c is not None]
+            if len(known) == len(counts) and math.prod(known) < 2:
+                continue
+            try:
+                hoisted, made = hoist_copy(function, statement.buffer, loop.var)
+            except PolyirError as error:
+                reasons.append(f"not out of loop '{loop.var}': {error}")
+                continue
+            size = math.prod(extent.constant if extent.is_constant else -1 for extent in made.shape)
+            element = function.buffers[copy.source].dtype.storage_bytes()
+            budget = hoist_budget(target)
+            if size < 0 or size * element > budget:
+                reasons.append(f"not out of loop '{loop.var}': the hoisted copy would hold "
+                               f"{'a symbolic number of' if size < 0 else size * element} bytes, "
+                               f"more than half the last cache level ({budget})")
+                continue
+            function = hoisted
+            step = HoistCopy(statement.buffer, loop.var)
+            steps.append(step)
+            repeats = str(math.prod(known)) if len(known) == len(counts) else "an unknown number of"
+            remark(where, f"copy '{statement.buffer}' of {copy.source} made once before loop "
+                          f"'{loop.var}' ({size * element} bytes, one block per iteration of "
+                          f"{', '.join(made.kept) or 'no loop'}) instead of {repeats} times: "
+                          f"{format_pipeline([step])}", "applied")
+            break
+        else:
+            if reasons:
+                remark(where, f"copy '{statement.buffer}' of {copy.source} not hoisted: "
+                              f"{'; '.join(reasons)}", "missed")
+    return function, steps
 
 
 def independent_along(deps: Dependences, var: str) -> bool:
@@ -542,4 +610,4 @@ def _loop(function: Function, var: str) -> For:
 
 
 __all__ = ["TilePlan", "find_bands", "candidate_plans", "apply_steps", "proven_prefix", "prove",
-           "independent_along", "mark_loop_parallel", "auto_tile_function"]
+           "hoist_copies", "independent_along", "mark_loop_parallel", "auto_tile_function"]

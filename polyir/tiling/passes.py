@@ -15,6 +15,9 @@
   (``polyir.tiling.copies``).
 * ``pack{at=jr buffer=A along=j order=1,0}``: one operand's reads packed
   (transposed) in a local (``polyir.tiling.transpack``).
+* ``hoist-copy{local=A_jr loop=i}``: the copy filling a loop-scoped local made
+  once before loop ``i``, one block per iteration of the loops that move it
+  (``polyir.tiling.hoist``).
 * ``auto-tile``: the analytical policy choosing and applying the above
   (``polyir.tiling.autotile``).
 
@@ -234,6 +237,27 @@ class Pack:
         position = _host_with_loop(module, self.at)
         function, _ = pack_operand(module.functions[position], self.at, self.buffer, self.along,
                                    self.order, self.name or None)
+        return _replace_function(module, position, function)
+
+
+@register_pass("hoist-copy")
+@dataclass(frozen=True)
+class HoistCopy:
+    """Make the copy that fills loop-scoped ``local`` (a ``copies`` or ``pack``
+    result) once, before loop ``loop``, instead of in every iteration of the
+    loops between that do not move it; the local gets one block per iteration
+    of the loops that do (``polyir.tiling.hoist``). Refused when the source
+    is written inside ``loop`` or the copy's start moves with ``loop``."""
+
+    local: str = ""
+    loop: str = ""
+
+    def run(self, module: Module, ctx: PassContext) -> Module:
+        from polyir.tiling.hoist import hoist_copy
+        if not self.local:
+            return module
+        position = _host_with_loop(module, self.loop)
+        function, _ = hoist_copy(module.functions[position], self.local, self.loop)
         return _replace_function(module, position, function)
 
 

@@ -162,5 +162,19 @@ def gemm_sizes(target: Target, elem_bytes: int, m: int | None = None, n: int | N
     return GemmSizes(tile, max(1, kc), max(tile.mr, mc), max(tile.nr, nc))
 
 
+def hoist_budget(target: Target) -> int:
+    """The most bytes a copy made once, before the loops that do not move it
+    (``polyir.tiling.hoist``), may take: half of the last cache level. Inside
+    those loops the hoisted copy is read instead of the elements of the source
+    it copies (the same ones), so their working set does not grow; what grows
+    is the memory held (one block per iteration of the loops that do move it)
+    and the first pass that fills it, which should stay in a cache. Below the
+    bound, hoisting out of loops that repeat the copy at least twice only
+    removes work: each element is copied once instead of once per repetition
+    (fused attention's transposed key panels: once per key tile instead of
+    once per block of query rows)."""
+    return target.cache(len(target.caches or target.cache_bytes)).size // 2
+
+
 __all__ = ["RegisterTile", "GemmSizes", "register_tile", "gemm_sizes", "lanes", "reduction_jam",
-           "FMA_LATENCY", "FMA_PER_CYCLE", "NC_QUOTIENT"]
+           "hoist_budget", "FMA_LATENCY", "FMA_PER_CYCLE", "NC_QUOTIENT"]
