@@ -19,7 +19,7 @@ from polyir.fusion.producer_consumer import FusionRefused
 from polyir.ir.affine import Aff
 from polyir.ir.nodes import For, Function
 from polyir.ir.walk import substitute
-from polyir.polyhedral.dependences import compute_dependences
+from polyir.polyhedral.dependences import MEMORY_KINDS, compute_dependences
 from polyir.polyhedral.extract import extract
 from polyir.polyhedral.legality import check_rewrite
 from polyir.polyhedral.slices import loop_chain
@@ -62,7 +62,7 @@ def fuse_siblings(function: Function, first: int, second: int, depth: int,
     result = replace(function, body=tuple(body))
     window = replace(function, body=function.body[first:second + 1])
     new_window = replace(result, body=result.body[first:second])
-    deps = compute_dependences(extract(window, ctx))
+    deps = compute_dependences(extract(window, ctx), MEMORY_KINDS)  # what check_rewrite uses
     answer = check_rewrite(deps, new_window, what=f"fusing sibling nests {first} and {second} at depth {depth}")
     if not answer.legal:
         raise FusionRefused(answer.reason, answer.dependence, answer.witness)

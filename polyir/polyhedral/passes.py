@@ -24,7 +24,7 @@ import islpy as isl
 from polyir.context import PassContext
 from polyir.ir.nodes import For, Function, Module
 from polyir.passes import register_pass
-from polyir.polyhedral.dependences import Dependences, compute_dependences
+from polyir.polyhedral.dependences import MEMORY_KINDS, Dependences, compute_dependences
 from polyir.polyhedral.extract import NotPolyhedral, Scop, extract, map_loops
 from polyir.polyhedral.schedule import SchedulingError, reschedule_function
 
@@ -36,7 +36,7 @@ def mark_parallel(function: Function, accept_reassociation: bool = False,
     ``polyir.ir.names.UnknownLoop``). ``deps``: the function's dependences, when
     already known. Returns ``function`` itself when no loop changes."""
     if deps is None:
-        deps = compute_dependences(extract(function))
+        deps = compute_dependences(extract(function), MEMORY_KINDS)  # what carrying_loops reads
     carrying = deps.carrying_loops(accept_reassociation)
     wanted = {deps.scop.loop(name).id for name in loops} if loops else None
     changed = False

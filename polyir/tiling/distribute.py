@@ -36,7 +36,7 @@ from polyir.ir.canonical import CanonicalForm, canonical_form, transfer
 from polyir.ir.names import claim_name, find_loop, names_in
 from polyir.ir.nodes import Assign, Buffer, For, Function, If, Node
 from polyir.ir.walk import STATEMENT_NODES, buffer_accesses, buffers_used, loads, substitute, walk_nodes
-from polyir.polyhedral.dependences import Dependences, compute_dependences
+from polyir.polyhedral.dependences import MEMORY_KINDS, Dependences, compute_dependences
 from polyir.polyhedral.extract import extract
 from polyir.polyhedral.legality import check_rewrite
 from polyir.tiling.expand import expand_scalar_locals
@@ -180,7 +180,7 @@ def distribute_loop(function: Function, name: str, deps: Dependences | None = No
     violate a dependence. Returns ``function`` itself when nothing splits."""
     loop = find_loop(function, name)
     if deps is None:
-        deps = compute_dependences(extract(function, ctx))
+        deps = compute_dependences(extract(function, ctx), MEMORY_KINDS)  # all the proof uses
     groups = distribution_groups(deps, loop)
     if len(groups) < 2:
         if len(loop.body) < 2:
