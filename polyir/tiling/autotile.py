@@ -28,7 +28,9 @@ distribution) of every host function:
    (a matrix-vector product: ``x[i] += A[i, j] * y[j]``) gets an outer loop
    that every statement's element moves with unrolled and jammed into it
    (``levels.jam_plan``, ``sizes.reduction_jam`` rows): independent sums
-   instead of one chain of dependent adds, each sum in its original order.
+   instead of one chain of dependent adds, each sum in its original order;
+   first by the vector lanes when the CPU lowering runs the jammed copies
+   as lanes (``levels.lanes_for``, ``polyir.llvm.row_block``).
    It is tried before an order whose innermost loop would still walk a
    column (``levels.strided_along``), after the others.
 

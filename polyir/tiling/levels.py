@@ -28,7 +28,10 @@ Plans are data: tuples of pass instances (``Tile``, ``Interchange``,
 * :func:`jam_plan`: an innermost reduction loop (a matrix-vector product's
   row sums) with several rows unrolled and jammed into it, so that
   independent sums hide the latency of each add
-  (:func:`reduction_chains` finds the loop).
+  (:func:`reduction_chains` finds the loop); :func:`lanes_for` sizes it to
+  the vector lanes when the CPU lowering runs the copies as lanes
+  (``polyir.llvm.row_block``: the block of the matrix transposed in
+  registers, each sum in its order).
 """
 from __future__ import annotations
 
