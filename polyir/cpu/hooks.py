@@ -35,14 +35,17 @@ class CpuHooks(LoweringHooks):
     kernel of a split build, which declares the runtime globals and leaves
     their definition to the entry module (``polyir.cpu.abi.runtime_global``);
     ``check_subscripts``: data-dependent subscripts checked in the loop
-    (``LoweringHooks.check_subscripts``; ``build_cpu``'s ``check_bounds``).
+    (``LoweringHooks.check_subscripts``; ``build_cpu``'s ``check_bounds``);
+    ``vector_bits``: the target's vector width, for jammed row blocks run
+    across rows (``polyir.llvm.row_block``; 0: scalar).
     """
 
     returns_status = True
 
     def __init__(self, cores: int = 1, min_parallel_work: float = 0.0, fast_math: bool = False,
                  team_late_ns: int = 200_000, work_unit_ns: float = 0.1,
-                 shared_globals: bool = False, check_subscripts: bool = False):
+                 shared_globals: bool = False, check_subscripts: bool = False,
+                 vector_bits: int = 0):
         self.cores = cores
         self.check_subscripts = check_subscripts
         self.min_parallel_work = min_parallel_work
@@ -51,6 +54,13 @@ class CpuHooks(LoweringHooks):
         self.work_unit_ns = work_unit_ns
         self.shared_globals = shared_globals
         self.float_flags = FAST_MATH_FLAGS if fast_math else ()
+        self.vector_bits = vector_bits
+
+    def row_block_lanes(self, dtype: DType) -> int:
+        """A jammed row block's sums run across rows in vectors of the target's
+        width (``vector_bits``; 0: scalar code)."""
+        bits = {DType.F32: 32, DType.F64: 64}.get(dtype)
+        return self.vector_bits // bits if bits and self.vector_bits >= 2 * bits else 0
 
     def math_call(self, lowerer: FunctionLowerer, fn: str, args: Sequence[ir.Value],
                   dtype: DType) -> ir.Value | None:

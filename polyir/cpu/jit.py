@@ -431,7 +431,8 @@ def _new_llvm_module(name: str) -> ir.Module:
 def _hooks(target: Target, fast_math: bool, shared_globals: bool = False,
            check_subscripts: bool = False) -> CpuHooks:
     return CpuHooks(parallel_cores(target), target.min_parallel_work, fast_math,
-                    target.team_late_ns, target.work_unit_ns, shared_globals, check_subscripts)
+                    target.team_late_ns, target.work_unit_ns, shared_globals, check_subscripts,
+                    target.vector_bits)
 
 
 def lower_to_llvm(module: Module, target: Target, fast_math: bool = False,

@@ -154,6 +154,12 @@ class LoweringHooks:
                                f"'{buffer.name}' needs a GPU target")
         return None
 
+    def row_block_lanes(self, dtype: DType) -> int:
+        """Lanes of a vector of ``dtype`` for a jammed row block's sums run
+        across rows (``polyir.llvm.row_block``), or 0 to lower such a block as
+        scalar code (the default)."""
+        return 0
+
     def load_value(self, lowerer: FunctionLowerer, name: str,
                    indices: Sequence[object]) -> ir.Value | None:
         """The compute value of ``name[indices]`` when the target holds it

@@ -43,6 +43,9 @@ Target hooks (``polyir.llvm.hooks.LoweringHooks``; subclass to retarget)
 * ``allocate_local(lowerer, buffer)``        pointer for a local, ``None`` =
                                              default (stack / zeroed heap);
                                              FRAGMENT locals raise by default.
+* ``row_block_lanes(dtype) -> int``         lanes for a jammed row block's sums
+                                             run across rows (``polyir.llvm.row_block``);
+                                             0 (default): scalar code.
 * ``lower_parallel_loop(lowerer, loop)``     outermost ``parallel`` loop without
                                              mapping (default: serial; CPU outlines).
 * ``lower_mapped_loop(lowerer, loop)``       ``gpu=block.*/thread.*`` loops.
@@ -92,6 +95,7 @@ from polyir.ir.walk import FRAGMENT_NODES, buffers_used
 from polyir.llvm.exprs import ExprLowering
 from polyir.llvm.hints import reorders_float_reduction
 from polyir.llvm.hooks import I1, I32, I64, STACK_LIMIT_BYTES, STATUS_SUBSCRIPT, LoweringHooks, where
+from polyir.llvm.row_block import lower_row_block, match_row_block
 
 __all__ = ["LoweringHooks", "FunctionLowerer", "BufferBinding", "LoweredFunction",
            "lower_function", "lower_module", "signature", "function_type", "buffers_used"]
@@ -498,6 +502,10 @@ class FunctionLowerer(ExprLowering):
 
     def lower_serial_loop(self, loop: For) -> None:
         self.ensure_locals(loop.locals)
+        block = match_row_block(loop, self.function, self.hooks.row_block_lanes)
+        if block is not None:
+            lower_row_block(self, loop, block)
+            return
         hints = loop_hints(loop, None if "reassoc" in self.hooks.float_flags else self.function)
         trips = constant_trip_count(loop)
         if trips is not None:

@@ -28,7 +28,9 @@ distribution) of every host function:
    (a matrix-vector product: ``x[i] += A[i, j] * y[j]``) gets an outer loop
    that every statement's element moves with unrolled and jammed into it
    (``levels.jam_plan``, ``sizes.reduction_jam`` rows): independent sums
-   instead of one chain of dependent adds, each sum in its original order.
+   instead of one chain of dependent adds, each sum in its original order;
+   first by the vector lanes when the CPU lowering runs the jammed copies
+   as lanes (``levels.lanes_for``, ``polyir.llvm.row_block``).
    It is tried before an order whose innermost loop would still walk a
    column (``levels.strided_along``), after the others.
 
@@ -80,6 +82,7 @@ from polyir.tiling.levels import (
     contraction_options,
     gemm_plan,
     jam_plan,
+    lanes_for,
     largest_trip_count,
     order_plan,
     packed_register_plan,
@@ -109,7 +112,8 @@ Remark = Callable[[str, str, str], None]
 
 @dataclass(frozen=True)
 class TilePlan:
-    """One band's plan: ``kind`` (``gemm``, ``register``, ``order``, ``direct``, ``rows`` or ``jam``), the
+    """One band's plan: ``kind`` (``gemm``, ``register``, ``order``, ``direct``, ``lanes``, ``rows``
+    or ``jam``), the
     mechanism passes ``steps`` and what the cost model chose (``why``)."""
 
     band: tuple[str, ...]
@@ -189,6 +193,9 @@ def candidate_plans(function: Function, chain: Sequence[For], target: Target,
     plans += [p for p in orders if not strided_along(chain, p.band_order[-1])]
     rows = reduction_chains(function, chain)
     if rows is not None:
+        across = _lanes_plan(function, chain, rows, target)
+        if across is not None:
+            plans.append(across)
         packed = _packed_rows(function, chain, rows, target)
         if packed is not None:
             plans.append(packed)
@@ -198,6 +205,25 @@ def candidate_plans(function: Function, chain: Sequence[For], target: Target,
                               f"and jammed ({factor} independent sums per statement)"))
     plans += [p for p in orders if strided_along(chain, p.band_order[-1])]
     return plans
+
+
+def _lanes_plan(function: Function, chain: Sequence[For], rows: str, target: Target
+                ) -> TilePlan | None:
+    """The row sums run across a vector of rows (``levels.lanes_plan``): the
+    row loop unrolled by the target's lanes and jammed, when the jammed block
+    is one the CPU lowering runs as vector lanes (``polyir.llvm.row_block``,
+    each row's sum in its order) and the rows are at least that many (or
+    unknown)."""
+    count = lanes_for(function, chain, rows, target.vector_bits)
+    if count is None:
+        return None
+    extent = trip_count(_band_loop(chain, rows))
+    if extent is not None and extent < count:
+        return None
+    band = tuple(loop.var for loop in chain)
+    return TilePlan(band, "lanes", jam_plan(rows, count),
+                    f"reduction along {chain[-1].var} vectorised across {count} rows of {rows} "
+                    f"(each sum in its order, the block of columns transposed in registers)")
 
 
 def _packed_rows(function: Function, chain: Sequence[For], rows: str, target: Target

@@ -28,15 +28,20 @@ Plans are data: tuples of pass instances (``Tile``, ``Interchange``,
 * :func:`jam_plan`: an innermost reduction loop (a matrix-vector product's
   row sums) with several rows unrolled and jammed into it, so that
   independent sums hide the latency of each add
-  (:func:`reduction_chains` finds the loop).
+  (:func:`reduction_chains` finds the loop); :func:`lanes_for` sizes it to
+  the vector lanes when the CPU lowering runs the copies as lanes
+  (``polyir.llvm.row_block``: the block of the matrix transposed in
+  registers, each sum in its order).
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from polyir.ir.affine import Aff
 from polyir.ir.nodes import Assign, For, Function, If, Load
 from polyir.ir.types import DType
+from polyir.ir.walk import substitute_node
 from polyir.polyhedral.extract import affine_index, expr_loads, reduction_of
 from polyir.tiling.passes import Copies, Interchange, Pack, SplitTiles, Tile, UnrollJam
 from polyir.tiling.sizes import GemmSizes, RegisterTile
@@ -579,6 +584,37 @@ def names_in_function(function: Function) -> set[str]:
     return names_in(function)
 
 
+def lanes_for(function: Function, chain: Sequence[For], rows: str, vector_bits: int) -> int | None:
+    """How many rows of the innermost reduction (:func:`reduction_chains`) to
+    unroll and jam so that the CPU lowering runs the jammed copies as the
+    lanes of one vector (``polyir.llvm.row_block``: each row's sum in its
+    order, the block of a matrix read by rows transposed in registers): the
+    lanes of a ``vector_bits`` vector of the statement's element type, when
+    the jammed block would be one the lowering recognises (the band's
+    innermost body one statement; checked by the lowering's own
+    ``match_row_block`` on the copies); else ``None``."""
+    from polyir.llvm.row_block import match_row_block
+    inner = chain[-1]
+    if len(inner.body) != 1 or not isinstance(inner.body[0], Assign):
+        return None
+    stmt = inner.body[0]
+    buffer = function.buffers.get(stmt.buffer)
+    if buffer is None or buffer.dtype not in ELEMENT_BYTES:
+        return None
+    count = vector_bits // (8 * ELEMENT_BYTES[buffer.dtype])
+    if count < 4:
+        return None
+    copies: list[Assign] = []
+    for r in range(count):
+        copy = substitute_node(stmt, {rows: Aff.var(rows) + r})
+        assert isinstance(copy, Assign)
+        copies.append(replace(copy, name=f"{stmt.name}_{r}"))
+    jammed = replace(inner, body=tuple(copies))
+    if match_row_block(jammed, function, lambda dtype: count) is None:
+        return None
+    return count
+
+
 def jam_plan(var: str, factor: int) -> tuple[object, ...]:
     """Unroll ``var`` by ``factor`` and jam the copies into the innermost loop:
     ``factor`` independent accumulations per statement."""
@@ -601,6 +637,6 @@ def work(c: Contraction) -> int | None:
 
 
 __all__ = ["Contraction", "contraction_roles", "contraction_options", "window_register_plan", "gemm_plan", "register_plan", "order_plan",
-           "jam_plan", "reduction_chains", "packed_register_plan", "packed_rows_plan",
+           "jam_plan", "lanes_for", "reduction_chains", "packed_register_plan", "packed_rows_plan",
            "strided_reads", "column_operand_strided", "pack_reuse", "reuse_loop", "strided_along",
            "unit_stride_order", "stride_score", "trip_count", "largest_trip_count", "work", "ELEMENT_BYTES"]
