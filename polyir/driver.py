@@ -50,11 +50,13 @@ def default_pipeline(target: Target | str | None = None, fast_math: bool = False
     contractions go to tensor cores, other parallel loops become grids and
     blocks). With ``fast_math`` (``polyir.compile``'s default), the CPU's
     ``auto-tile`` also reads padded convolutions' inputs from zero-padded
-    copies (``auto-tile{zero_pad=true}``: exact for finite weights).
+    copies (``zero_pad=true``: exact for finite weights) and leaves unit-stride
+    row reductions to LLVM's vectoriser (``reassociate=true``: the sums'
+    order may change, as fast math allows).
     """
     kind = resolve(target).kind
     if fast_math and kind == "cpu":
-        return _PIPELINES[kind].replace("auto-tile", "auto-tile{zero_pad=true}")
+        return _PIPELINES[kind].replace("auto-tile", "auto-tile{zero_pad=true reassociate=true}")
     return _PIPELINES[kind]
 
 

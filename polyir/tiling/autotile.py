@@ -160,11 +160,22 @@ def find_bands(function: Function) -> list[list[For]]:
 
 # ------------------------------------------------------------------ choosing
 def candidate_plans(function: Function, chain: Sequence[For], target: Target,
-                    gemm_work: int, register_work: int, parallel: bool = False) -> list[TilePlan]:
-    """The plans worth trying for the band ``chain``, best first."""
+                    gemm_work: int, register_work: int, parallel: bool = False,
+                    reassociate: bool = False) -> list[TilePlan]:
+    """The plans worth trying for the band ``chain``, best first. With
+    ``reassociate`` (fast math), a band whose innermost loop is a unit-stride
+    float reduction and no matrix product or convolution gets the one plan
+    ``keep``: LLVM's vectoriser may then reorder the sums and runs the loop as
+    it stands on vector accumulators, which beats any number of jammed
+    scalar chains."""
     plans: list[TilePlan] = []
     band = tuple(loop.var for loop in chain)
     options = contraction_options(function, chain)
+    if reassociate and not options and reduction_chains(function, chain) is not None \
+            and not strided_along(chain, chain[-1].var):
+        return [TilePlan(band, "keep", (),
+                         f"reduction along {chain[-1].var}, unit stride: left to the vectoriser "
+                         f"(fast math lets it reorder the sums)")]
     # a convolution: a kernel window or a stride (any roles), or channels first
     # (the vectorised channels not the output's last dimension, the weights
     # shared by the batch loops: a 1x1 convolution, whose matrix-product plan
@@ -439,7 +450,7 @@ def prove(deps: Dependences, result: Function, index: int, origins: dict[str, Or
 def auto_tile_function(function: Function, target: Target, remark: Remark,
                        gemm_work: int = 1 << 21, register_work: int = 1 << 15,
                        parallel: bool = False, widen: bool = True, spill: bool = True,
-                       zero_pad: bool = False) -> Function:
+                       zero_pad: bool = False, reassociate: bool = False) -> Function:
     """``function`` with every band tiled by the plan the cost model chooses
     (see the module docstring); ``remark(where, why, kind)`` hears every
     decision. With ``spill``, fused matrix products' scalar accumulators are
@@ -448,8 +459,10 @@ def auto_tile_function(function: Function, target: Target, remark: Remark,
     reductions' (convolutions') are then widened to tiles
     (``polyir.tiling.widen.widen_function``). With ``zero_pad``, guarded sums
     (padded convolutions) first read zero-padded copies of their inputs
-    (``polyir.tiling.zero_pad.pad_function``: exact for finite weights). Returns
-    ``function`` itself when no plan applies."""
+    (``polyir.tiling.zero_pad.pad_function``: exact for finite weights). With
+    ``reassociate`` (fast math), unit-stride float reductions are left to the
+    vectoriser (:func:`candidate_plans`). Returns ``function`` itself when no
+    plan applies."""
     if zero_pad:
         function = pad_function(function, remark)
     # Spill before widening: widening also fits a matrix product (one row of
@@ -471,8 +484,12 @@ def auto_tile_function(function: Function, target: Target, remark: Remark,
         except KeyError:
             continue
         chain = perfect_chain(current)[:len(chain)]
-        plans = candidate_plans(function, chain, target, gemm_work, register_work, parallel)
+        plans = candidate_plans(function, chain, target, gemm_work, register_work, parallel,
+                                reassociate)
         if not plans:
+            continue
+        if plans[0].kind == "keep":
+            remark(where, plans[0].why, "analysis")
             continue
         index = nest_of(function, chain[0])
         try:

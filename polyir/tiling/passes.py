@@ -289,7 +289,14 @@ class AutoTile:
     ``fast_math``): a padded convolution's guarded update first reads a
     zero-padded copy of its input instead (``polyir.tiling.zero_pad``), so that its
     register tile has no branch; exact for finite weights (a weight that is
-    infinite or NaN, times a padding zero, would add NaN)."""
+    infinite or NaN, times a padding zero, would add NaN).
+    ``reassociate`` (off by default; ``polyir.compile`` turns it on with
+    ``fast_math``, whose LLVM flags allow it): a float reduction along a
+    unit-stride innermost loop that is no matrix product or convolution
+    (softmax's and layer norm's row sums and maxima, ``sum(dim=-1)``) keeps
+    its loops, with an ``analysis`` remark, for LLVM's vectoriser to run on
+    vector accumulators, instead of rows unrolled and jammed into independent
+    scalar sums (which exact builds need: there no add may change order)."""
 
     gemm_work: int = 1 << 21
     register_work: int = 1 << 15
@@ -297,6 +304,7 @@ class AutoTile:
     widen: bool = True
     spill: bool = True
     zero_pad: bool = False
+    reassociate: bool = False
 
     def run(self, module: Module, ctx: PassContext) -> Module:
         from polyir.tiling.autotile import auto_tile_function
@@ -315,7 +323,7 @@ class AutoTile:
 
             functions.append(auto_tile_function(function, ctx.target, remark, self.gemm_work,
                                                 self.register_work, self.parallel, self.widen,
-                                                self.spill, self.zero_pad))
+                                                self.spill, self.zero_pad, self.reassociate))
         if all(a is b for a, b in zip(functions, module.functions, strict=True)):
             return module
         return Module(tuple(functions))

@@ -285,6 +285,33 @@ def test_matrix_vector_rows_jammed_around_the_reduction() -> None:
         assert_equivalent(module, result, trials=1, sizes={"N": n}, rtol=0, atol=0)
 
 
+ROW_SUMS = """func rows(s: f32[N], m: f32[N], A: f32[N, 64]) {
+  for i = 0 to N {
+    for j = 0 to 64 {
+      S0: s[i] = s[i] + A[i, j]
+      S1: m[i] = max(m[i], A[i, j])
+    }
+  }
+}"""
+
+
+def test_unit_stride_row_reductions_are_left_to_the_vectoriser_under_reassociation() -> None:
+    module = polyir.parse(ROW_SUMS)
+    exact, ctx = _auto_tile(module, TINY, "auto-tile")
+    assert ctx.remarks_of("auto-tile", "applied")[0].why.endswith("unroll-jam{loops=i factors=4}")
+    kept, ctx = _auto_tile(module, TINY, "auto-tile{reassociate=true}")
+    assert str(kept) == str(module) and not ctx.remarks_of("auto-tile", "applied")
+    why = [r.why for r in ctx.remarks_of("auto-tile", "analysis")]
+    assert why == ["reduction along j, unit stride: left to the vectoriser (fast math lets it "
+                   "reorder the sums)"], why
+    # a row sum whose reads walk a column still gets its rows jammed: vectorised
+    # as it stands, it would gather
+    jammed, ctx = _auto_tile(polyir.parse(MATVEC), TINY, "auto-tile{reassociate=true}")
+    assert ctx.remarks_of("auto-tile", "applied")[0].why.endswith("unroll-jam{loops=i factors=4}")
+    assert "reassociate=true" in default_pipeline("cpu", True)
+    assert "reassociate" not in default_pipeline("cpu", False)
+
+
 def test_parallel_row_blocks_on_a_multi_core_target() -> None:
     module = polyir.parse(MATMUL)
     two = Target("cpu", cores=2, vector_bits=128, vector_registers=16, caches=TINY.caches,
