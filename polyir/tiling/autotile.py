@@ -230,18 +230,16 @@ def candidate_plans(function: Function, chain: Sequence[For], target: Target,
 def _lane_blocks_plan(function: Function, chain: Sequence[For], target: Target) -> TilePlan | None:
     """Reductions of growing length (Cholesky's ``A[i, j] -= A[i, k] * A[j, k]``,
     ``k < j``) run in blocks of the vector lanes, their shared part across the
-    lanes (``levels.lane_blocks_for``), when the band is that one loop and runs
-    at least that many times (or unknown)."""
-    if len(chain) != 1:
-        return None
-    count = lane_blocks_for(function, chain[0], target.vector_bits)
+    lanes (``levels.lane_blocks_for``), when the band's innermost loop is that
+    loop and runs at least that many times (or unknown)."""
+    count = lane_blocks_for(function, chain[-1], target.vector_bits)
     if count is None:
         return None
-    extent = trip_count(chain[0])
+    extent = trip_count(chain[-1])
     if extent is not None and extent < count:
         return None
-    var = chain[0].var
-    return TilePlan((var,), "blocks", lane_blocks_plan(function, var, count),
+    var = chain[-1].var
+    return TilePlan(tuple(loop.var for loop in chain), "blocks", lane_blocks_plan(function, var, count),
                     f"reductions of loop {var} in blocks of {count}: the part they share vectorised "
                     f"across the lanes (each sum in its order), the rest of each in order")
 
@@ -559,7 +557,10 @@ def auto_tile_function(function: Function, target: Target, remark: Remark,
             deps_cache.pop(index, None)
             break
     if deferred:
-        function, _, _ = apply_steps(function, deferred)
+        try:
+            function, _, _ = apply_steps(function, deferred)
+        except PolyirError as error:  # a later plan moved a lane loop: it stays rolled (correct)
+            remark(f"function '{function.name}'", f"lane loops not unrolled: {error}", "missed")
     return function
 
 

@@ -41,10 +41,10 @@ from dataclasses import dataclass, replace
 
 from polyir.errors import PolyirError
 from polyir.ir.affine import Aff
-from polyir.ir.names import fresh_name, names_in
+from polyir.ir.names import find_loop, fresh_name, names_in
 from polyir.ir.nodes import Assign, For, Function, If, Load
 from polyir.ir.types import DType
-from polyir.ir.walk import substitute_node, walk_nodes
+from polyir.ir.walk import substitute_node
 from polyir.polyhedral.extract import affine_index, expr_loads, reduction_of
 from polyir.tiling.passes import Copies, Interchange, LaneBlocks, Pack, SplitTiles, Tile, UnrollJam
 from polyir.tiling.sizes import GemmSizes, RegisterTile
@@ -633,21 +633,21 @@ def lane_blocks_for(function: Function, loop: For, vector_bits: int) -> int | No
     shape = lane_block_shape(loop)
     if shape is None:
         return None
-    inner, statement = shape
+    _, statement = shape
     buffer = function.buffers.get(statement.buffer)
     if buffer is None or buffer.dtype not in ELEMENT_BYTES:
         return None
     count = vector_bits // (8 * ELEMENT_BYTES[buffer.dtype])
     if count < 4:
         return None
+    lane = lane_name(function, loop.var)
     try:
-        blocked, _ = lane_blocks(function, loop.var, count, lane_name(function, loop.var),
-                                 check=False)
-        blocked, _ = unroll_jam(blocked, lane_name(function, loop.var), count, 0, check=False)
+        blocked, _ = lane_blocks(function, loop.var, count, lane, check=False)
+        blocked, _ = unroll_jam(blocked, lane, count, 0, check=False)
+        shared = find_loop(blocked, loop.var).body[0]  # the blocks keep the loop's name
     except PolyirError:
         return None
-    shared = next(n for n in walk_nodes(blocked.body) if isinstance(n, For) and n.var == inner.var)
-    if match_row_block(shared, blocked, lambda dtype: count) is None:
+    if not isinstance(shared, For) or match_row_block(shared, blocked, lambda dtype: count) is None:
         return None
     return count
 

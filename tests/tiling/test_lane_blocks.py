@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import polyir
+from polyir.context import PassContext
 from polyir.cpu.jit import build_cpu
 from polyir.errors import IllegalTransform, PassError
 from polyir.ir.nodes import Module
@@ -23,6 +24,7 @@ from polyir.testing import assert_preserves_or_refuses, random_arguments
 from polyir.testing.corpus import corpus_kernel
 from polyir.tiling.bands import UnsupportedNest
 from tests.conftest import examples
+from tests.tiling.test_autotile import AVX2
 
 CHOLESKY_ROWS = """func f(A: f32[n, n]) {
   for i = 0 to n {
@@ -114,6 +116,25 @@ def test_random_lane_blocks_preserve_or_refuse_and_compile_bit_equal(module: Mod
     target = dataclasses.replace(cpu(1), vector_bits=128)
     lanes = build_cpu(result, target, cache_dir=None)
     scalar = build_cpu(module, dataclasses.replace(target, vector_bits=32), cache_dir=None)
+    args = random_arguments(module, 0, {"N": size})
+    expected, actual = copy.deepcopy(args), copy.deepcopy(args)
+    scalar(*expected)
+    lanes(*actual)
+    for a, b in zip(actual, expected, strict=True):
+        if isinstance(b, np.ndarray):
+            assert np.array_equal(a, b, equal_nan=True), str(result)
+
+
+@settings(max_examples=examples(15), deadline=None)
+@given(triangular_reductions(), st.integers(1, 40))
+def test_auto_tile_of_random_triangular_reductions_preserves_and_compiles_bit_equal(
+        module: Module, size: int) -> None:
+    # the policy's path: planned when the jammed part is a row block, proven rolled, unrolled last
+    result = assert_preserves_or_refuses(lambda m: transform(m, "auto-tile", ctx=PassContext(AVX2)),
+                                         module)
+    assert isinstance(result, Module)  # auto-tile refuses by remarks, never by raising
+    lanes = build_cpu(result, AVX2, cache_dir=None)
+    scalar = build_cpu(module, dataclasses.replace(AVX2, vector_bits=32), cache_dir=None)
     args = random_arguments(module, 0, {"N": size})
     expected, actual = copy.deepcopy(args), copy.deepcopy(args)
     scalar(*expected)
