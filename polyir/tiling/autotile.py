@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from polyir.errors import PolyirError
 from polyir.ir.names import names_in
@@ -76,7 +76,7 @@ from polyir.polyhedral.legality import (
     compose_origins,
 )
 from polyir.target import Target
-from polyir.tiling.bands import nest_dependences, nest_function, nest_of, perfect_chain
+from polyir.tiling.bands import nest_dependences, nest_of, perfect_chain
 from polyir.tiling.copies import copy_buffer
 from polyir.tiling.hoist import find_copy, hoist_copy, kept_loops
 from polyir.tiling.interchange import interchange_band
@@ -468,11 +468,12 @@ def proven_prefix(steps: Sequence[object]) -> int:
 
 
 def prove(deps: Dependences, result: Function, index: int, origins: dict[str, Origin],
-          copies: set[str], what: str) -> None:
-    """Raise ``IllegalTransform`` unless nest ``index`` of ``result`` runs the
-    original instances in an order the dependences allow."""
-    check_rewrite(deps, nest_function(result, index), what=what, origins=origins,
-                  ignore=copies).require()
+          copies: set[str], what: str, nests: int = 1) -> None:
+    """Raise ``IllegalTransform`` unless the ``nests`` top-level nests of
+    ``result`` from ``index`` on (the rewrite of the original's nest
+    ``index``) run the original instances in an order the dependences allow."""
+    rewritten = replace(result, body=result.body[index:index + nests])
+    check_rewrite(deps, rewritten, what=what, origins=origins, ignore=copies).require()
 
 
 def auto_tile_function(function: Function, target: Target, remark: Remark,
@@ -535,9 +536,12 @@ def auto_tile_function(function: Function, target: Target, remark: Remark,
                                       [list(plan.band).index(v) for v in order]).require()
                 cut = proven_prefix(plan.steps)
                 proven, origins, copies = apply_steps(function, plan.steps[:cut])
-                if len(proven.body) != len(function.body):
+                # a top-level loop's lane blocks add its remainder loop after it
+                added = len(proven.body) - len(function.body)
+                if added and not (plan.kind == "blocks" and added == 1):
                     raise PolyirError("the plan changed the number of top-level nests")
-                prove(deps, proven, index, origins, copies, f"the {plan.kind} plan of loop '{head}'")
+                prove(deps, proven, index, origins, copies, f"the {plan.kind} plan of loop '{head}'",
+                      1 + added)
                 if plan.kind == "blocks":
                     result = proven
                     deferred.extend(plan.steps[cut:])
@@ -554,7 +558,10 @@ def auto_tile_function(function: Function, target: Target, remark: Remark,
                 pipeline += f",mark-parallel{{loops={plan.parallel[0]}}}"
             remark(where, f"{plan.why}: {pipeline}", "applied")
             function = result
-            deps_cache.pop(index, None)
+            if added:
+                deps_cache.clear()  # the later nests moved
+            else:
+                deps_cache.pop(index, None)
             break
     if deferred:
         try:

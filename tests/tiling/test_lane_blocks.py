@@ -1,7 +1,7 @@
 """Lane blocks (``polyir.tiling.lane_blocks``, planned by ``levels.lane_blocks_for``):
 the rewrite of Cholesky's dot products, its refusals, random triangular
 reductions (interpreted, then compiled across lanes against the scalar
-code), and ``cholesky`` and ``lu`` bit-equal to the Python function."""
+code), and ``cholesky``, ``lu`` and ``trisolv`` bit-equal to the Python function."""
 from __future__ import annotations
 
 import copy
@@ -88,22 +88,26 @@ RESTS = ["", "S1: X[i, j] = X[i, j] / (B[j, j] + 3.0:{t})", "S1: z[j] = X[i, j]"
 @st.composite
 def triangular_reductions(draw: st.DrawFn) -> Module:
     """``for i { for j { for k < j + c { X[i, j] op= e }; rest } }`` with random
-    bounds, terms and rests (some of which make the lane blocks illegal)."""
+    bounds, terms and rests (some of which make the lane blocks illegal); or
+    the ``j`` loop alone, top-level, ``i`` the last row (``trisolv``'s shape)."""
     t = draw(st.sampled_from(["f32", "f64"]))
     j_bounds = draw(st.sampled_from(["0 to i", "1 to i", "0 to N", "0 to i + 1"]))
     k_bounds = draw(st.sampled_from(["0 to j", "1 to j", "0 to j + 1", "2 to j - 1"]))
     op = draw(st.sampled_from(["+", "-"]))
     term = draw(st.sampled_from(TERMS)).format(t=t)
     rest = draw(st.sampled_from(RESTS)).format(t=t)
-    return polyir.parse(f"""func f(X: {t}[N, N], B: {t}[N, N], z: {t}[N]) {{
-  for i = 0 to N {{
-    for j = {j_bounds} {{
+    nest = f"""for j = {j_bounds} {{
       for k = {k_bounds} {{
         S0: X[i, j] = X[i, j] {op} {term}
       }}
       {rest}
-    }}
-  }}
+    }}"""
+    if draw(st.booleans()):
+        body = f"for i = 0 to N {{\n    {nest}\n  }}"
+    else:
+        body = re.sub(r"\bi\b", "(N - 1)", nest)
+    return polyir.parse(f"""func f(X: {t}[N, N], B: {t}[N, N], z: {t}[N]) {{
+  {body}
 }}""")
 
 
@@ -147,16 +151,18 @@ def test_auto_tile_of_random_triangular_reductions_preserves_and_compiles_bit_eq
 # ------------------------------------------------------------------ corpus
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
 @pytest.mark.parametrize("n", [1, 2, 7, 16, 17, 33, 129, 256])
-@pytest.mark.parametrize("name", ["cholesky", "lu"])
+@pytest.mark.parametrize("name", ["cholesky", "lu", "trisolv"])
 def test_lane_blocked_corpus_kernels_bit_equal_to_python(name: str, n: int, dtype: type) -> None:
-    # lu's lower triangle reads A[k, j]: a vector along the lanes, no transpose
+    # lu's lower triangle reads A[k, j]: a vector along the lanes, no transpose;
+    # trisolv's loop is top-level (after distribution), x[j] read while x[i] is summed
     kernel = corpus_kernel(name)
-    (matrix,) = kernel.make_args({"n": n}, np.random.default_rng(n), dtype)
-    want = matrix.copy()
-    kernel.func(want)
-    got = matrix.copy()
-    polyir.kernel(kernel.func)(got)
-    assert np.array_equal(got, want)
+    args = kernel.make_args({"n": n}, np.random.default_rng(n), dtype)
+    want = copy.deepcopy(args)
+    kernel.func(*want)
+    got = copy.deepcopy(args)
+    polyir.kernel(kernel.func)(*got)
+    for a, b in zip(got, want, strict=True):
+        assert np.array_equal(a, b)
 
 
 def test_cholesky_plan_is_a_lane_block_with_packed_arithmetic() -> None:
