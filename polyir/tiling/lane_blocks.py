@@ -8,9 +8,10 @@ with a reduction whose length grows with it (Cholesky's dot products)::
       rest(j)                             # anything (the division by the pivot)
     }
 
-runs blocks of ``lanes`` consecutive ``j`` with the part of their reductions
+runs blocks of ``lanes`` consecutive ``j``: the part of their reductions
 that all of them share (``k < j0 + c``, ``j0`` the block's first ``j``)
-jammed, then each ``j`` of the block in order with the rest of its reduction
+together, a loop over the lanes innermost, then each ``j`` of the block in
+order with the rest of its reduction
 (``j0 + c <= k < j + c``) and its ``rest``; the last ``(U - L) % lanes``
 values of ``j`` keep the original body::
 
