@@ -504,8 +504,11 @@ class FunctionLowerer(ExprLowering):
         self.ensure_locals(loop.locals)
         block = match_row_block(loop, self.function, self.hooks.row_block_lanes)
         if block is not None:
-            lower_row_block(self, loop, block)
+            lower_row_block(self, loop, block, lambda: self._lower_scalar_loop(loop))
             return
+        self._lower_scalar_loop(loop)
+
+    def _lower_scalar_loop(self, loop: For) -> None:
         hints = loop_hints(loop, None if "reassoc" in self.hooks.float_flags else self.function)
         trips = constant_trip_count(loop)
         if trips is not None:

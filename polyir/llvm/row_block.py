@@ -28,7 +28,12 @@ by side (independent chains of vector adds).
 
 :func:`match_row_block` says when a loop has that form (else the ordinary
 lowering runs); the hooks give the lanes per element type
-(``LoweringHooks.row_block_lanes``, 0: off).
+(``LoweringHooks.row_block_lanes``, 0: off). A statement may read the buffer
+of its sums (Cholesky's ``A[i, j] -= A[i, k] * A[j, k]`` across ``j``, planned
+by ``polyir.tiling.lane_blocks``) with subscripts linear in the row and
+column loops: the sums are held in registers and the reads hoisted, so the
+lanes run only when, checked once per entry of the loop, no such read
+touches a sum (:func:`aliased_reads`); else the ordinary loop runs.
 """
 from __future__ import annotations
 
@@ -91,9 +96,11 @@ def match_row_block(loop: For, function: Function, lanes_of: Callable[[DType], i
     loads of other buffers of the same type with affine subscripts, each
     :data:`SPLAT` (no ``v``), :data:`LANES` (``v`` in the last subscript with
     coefficient 1 only) or :data:`TRANSPOSED` (``v`` in other subscripts
-    only, the loop's variable in the last with coefficient 1 only).
-    Nothing else is written in the loop, so the reads may be hoisted and the
-    accumulators held in registers."""
+    only, the loop's variable in the last with coefficient 1 only); reads of
+    ``X`` itself with ``v`` and the loop's variable outside ``//`` and ``%``
+    (:func:`aliased_reads`, checked at run time). Nothing else is written in
+    the loop, so the reads may be hoisted and the accumulators held in
+    registers."""
     body = loop.body
     if loop.step != 1 or loop.locals or len(body) < 2 or not all(isinstance(n, Assign) for n in body):
         return None
@@ -163,13 +170,15 @@ def _classify(e: object, written: str, dtype: DType, row: str, loop: str, functi
         return e.op in ("+", "-", "*", "/") and \
             _classify(e.lhs, written, dtype, row, loop, function, reads) and \
             _classify(e.rhs, written, dtype, row, loop, function, reads)
-    if not isinstance(e, Load) or e.buffer == written:
+    if not isinstance(e, Load):
         return False
     buffer = function.buffers.get(e.buffer)
     if buffer is None or buffer.dtype is not dtype or not e.indices \
             or not all(isinstance(i, Aff) for i in e.indices):
         return False
     affs = [i for i in e.indices if isinstance(i, Aff)]
+    if e.buffer == written and not all(_linear_in(a, (row, loop)) for a in affs):
+        return False
     *outer, last = affs
     row_outer = any(row in a.variables() for a in outer)
     if row not in last.variables() and not row_outer:
@@ -182,6 +191,17 @@ def _classify(e: object, written: str, dtype: DType, row: str, loop: str, functi
     else:
         return False
     return True
+
+
+def _linear_in(aff: Aff, names: Sequence[str]) -> bool:
+    """Do ``names`` occur in ``aff`` only as plain terms (not inside ``//``, ``%``)?"""
+    return all(isinstance(atom, str) or not (atom.expr.variables() & set(names)) for atom, _ in aff.terms)
+
+
+def aliased_reads(block: RowBlock) -> tuple[Load, ...]:
+    """The reads of ``block`` from the buffer its sums are written to (allowed
+    when, at run time, they touch none of the sums: :func:`lower_row_block`)."""
+    return tuple(load for load, _ in block.reads if load.buffer == block.statement.buffer)
 
 
 # ------------------------------------------------------------------ lowering
@@ -320,9 +340,68 @@ class _Lanes:
         b.store(result, slot)
 
 
-def lower_row_block(lowerer: FunctionLowerer, loop: For, block: RowBlock) -> None:
+def _interval(lowerer: FunctionLowerer, aff: Aff, extents: dict[str, tuple[ir.Value, ir.Value]]
+              ) -> tuple[ir.Value, ir.Value]:
+    """The least and greatest value of ``aff`` (linear in the keys of
+    ``extents``: variable -> (low, high), i64 values) as i64 values, the other
+    variables at their bound values."""
+    ends = []
+    for greatest in (False, True):
+        saved = {}
+        for name, (low, high) in extents.items():
+            upward = (aff.coefficient(name) >= 0) == greatest
+            saved[name] = lowerer.bind(name, high if upward else low)
+        ends.append(lowerer.aff(aff))
+        for name, previous in saved.items():
+            lowerer.unbind(name, previous)
+    return ends[0], ends[1]
+
+
+def _disjoint(lowerer: FunctionLowerer, loop: For, block: RowBlock, lo: ir.Value, hi: ir.Value
+              ) -> ir.Value:
+    """An i1: the aliased reads (:func:`aliased_reads`) touch none of the sums
+    over the whole loop: for each read, some subscript whose range over the
+    loop's columns and the block's rows misses the sums' range."""
+    b = lowerer.builder
+    one = ir.Constant(I64, 1)
+    row = lowerer.var(block.row)
+    last_row = b.add(row, ir.Constant(I64, block.groups * block.lanes - 1))
+    rows = {block.row: (row, last_row)}
+    both = {**rows, loop.var: (lo, b.sub(hi, one))}
+    result: ir.Value = ir.Constant(ir.IntType(1), 1)
+    for load in aliased_reads(block):
+        apart: ir.Value = ir.Constant(ir.IntType(1), 0)
+        for read, written in zip(load.indices, block.statement.indices, strict=True):
+            assert isinstance(read, Aff) and isinstance(written, Aff)
+            read_low, read_high = _interval(lowerer, read, both)
+            low, high = _interval(lowerer, written, rows)
+            below = b.icmp_signed("<", read_high, low)
+            above = b.icmp_signed(">", read_low, high)
+            apart = b.or_(apart, b.or_(below, above))
+        result = b.and_(result, apart)
+    return result
+
+
+def lower_row_block(lowerer: FunctionLowerer, loop: For, block: RowBlock,
+                    scalar: Callable[[], None]) -> None:
     """Emit ``loop`` (matched as ``block``) with its copies as vector lanes (see
-    the module docstring); bit-equal to the scalar lowering."""
+    the module docstring); bit-equal to the scalar lowering. When the block
+    reads the buffer of its sums (:func:`aliased_reads`), the lanes run only
+    when those reads provably miss the sums (checked once per entry); else
+    ``scalar()`` emits the ordinary loop."""
+    b = lowerer.builder
+    if aliased_reads(block):
+        lo, hi = lowerer.loop_bounds(loop)
+        with b.if_else(_disjoint(lowerer, loop, block, lo, hi)) as (vector, ordinary):
+            with vector:
+                _lower_lanes(lowerer, loop, block)
+            with ordinary:
+                scalar()
+        return
+    _lower_lanes(lowerer, loop, block)
+
+
+def _lower_lanes(lowerer: FunctionLowerer, loop: For, block: RowBlock) -> None:
     lanes = _Lanes(lowerer, block)
     b = lowerer.builder
     stmt = block.statement
@@ -357,5 +436,5 @@ def lower_row_block(lowerer: FunctionLowerer, loop: For, block: RowBlock) -> Non
         b.store(b.load(slot, typ=lanes.vector), pointer, align=lanes.align)
 
 
-__all__ = ["RowBlock", "match_row_block", "lower_row_block", "transpose",
+__all__ = ["RowBlock", "match_row_block", "lower_row_block", "aliased_reads", "transpose",
            "SPLAT", "LANES", "TRANSPOSED", "MAX_GROUPS"]

@@ -31,19 +31,22 @@ Plans are data: tuples of pass instances (``Tile``, ``Interchange``,
   (:func:`reduction_chains` finds the loop); :func:`lanes_for` sizes it to
   the vector lanes when the CPU lowering runs the copies as lanes
   (``polyir.llvm.row_block``: the block of the matrix transposed in
-  registers, each sum in its order).
+  registers, each sum in its order); :func:`lane_blocks_for` sizes the
+  blocks of reductions of growing length (Cholesky's) the same way.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from polyir.errors import PolyirError
 from polyir.ir.affine import Aff
+from polyir.ir.names import find_loop, fresh_name, names_in
 from polyir.ir.nodes import Assign, For, Function, If, Load
 from polyir.ir.types import DType
 from polyir.ir.walk import substitute_node
 from polyir.polyhedral.extract import affine_index, expr_loads, reduction_of
-from polyir.tiling.passes import Copies, Interchange, Pack, SplitTiles, Tile, UnrollJam
+from polyir.tiling.passes import Copies, Interchange, LaneBlocks, Pack, SplitTiles, Tile, UnrollJam
 from polyir.tiling.sizes import GemmSizes, RegisterTile
 
 ELEMENT_BYTES = {DType.F32: 4, DType.F64: 8}
@@ -591,9 +594,10 @@ def lanes_for(function: Function, chain: Sequence[For], rows: str, vector_bits: 
     order, the block of a matrix read by rows transposed in registers): the
     lanes of a ``vector_bits`` vector of the statement's element type, when
     the jammed block would be one the lowering recognises (the band's
-    innermost body one statement; checked by the lowering's own
-    ``match_row_block`` on the copies); else ``None``."""
-    from polyir.llvm.row_block import match_row_block
+    innermost body one statement reading nothing of the buffer it writes;
+    checked by the lowering's own ``match_row_block`` on the copies); else
+    ``None``."""
+    from polyir.llvm.row_block import aliased_reads, match_row_block
     inner = chain[-1]
     if len(inner.body) != 1 or not isinstance(inner.body[0], Assign):
         return None
@@ -610,9 +614,55 @@ def lanes_for(function: Function, chain: Sequence[For], rows: str, vector_bits: 
         assert isinstance(copy, Assign)
         copies.append(replace(copy, name=f"{stmt.name}_{r}"))
     jammed = replace(inner, body=tuple(copies))
-    if match_row_block(jammed, function, lambda dtype: count) is None:
+    block = match_row_block(jammed, function, lambda dtype: count)
+    if block is None or aliased_reads(block):
         return None
     return count
+
+
+def lane_blocks_for(function: Function, loop: For, vector_bits: int) -> int | None:
+    """How many values of ``loop`` to run as one lane block
+    (``polyir.tiling.lane_blocks``: reductions of growing length, Cholesky's,
+    their shared part jammed): the lanes of a ``vector_bits`` vector of the
+    reduction's element type, when ``loop`` has the shape the mechanism
+    rewrites and the jammed part is a row block the CPU lowering runs across
+    lanes (its own ``match_row_block``, on the rewritten loop); else ``None``."""
+    from polyir.llvm.row_block import match_row_block
+    from polyir.tiling.lane_blocks import lane_block_shape, lane_blocks
+    from polyir.tiling.unroll_jam import unroll_jam
+    shape = lane_block_shape(loop)
+    if shape is None:
+        return None
+    _, statement = shape
+    buffer = function.buffers.get(statement.buffer)
+    if buffer is None or buffer.dtype not in ELEMENT_BYTES:
+        return None
+    count = vector_bits // (8 * ELEMENT_BYTES[buffer.dtype])
+    if count < 4:
+        return None
+    lane = lane_name(function, loop.var)
+    try:
+        blocked, _ = lane_blocks(function, loop.var, count, lane, check=False)
+        blocked, _ = unroll_jam(blocked, lane, count, 0, check=False)
+        shared = find_loop(blocked, loop.var).body[0]  # the blocks keep the loop's name
+    except PolyirError:
+        return None
+    if not isinstance(shared, For) or match_row_block(shared, blocked, lambda dtype: count) is None:
+        return None
+    return count
+
+
+def lane_name(function: Function, loop: str) -> str:
+    """The name of the lane loop a lane block of ``loop`` gets (fresh in ``function``)."""
+    return fresh_name(f"{loop}_lane", names_in(function))
+
+
+def lane_blocks_plan(function: Function, loop: str, lanes: int) -> tuple[object, ...]:
+    """Blocks of ``lanes`` values of ``loop`` (``lane-blocks``), the shared part's
+    lane loop then unrolled (``unroll-jam{depth=0}``: the copies the lowering
+    runs as lanes)."""
+    lane = lane_name(function, loop)
+    return (LaneBlocks(loop, lanes, lane), UnrollJam((lane,), (lanes,), 0))
 
 
 def jam_plan(var: str, factor: int) -> tuple[object, ...]:

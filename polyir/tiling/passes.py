@@ -11,6 +11,9 @@
   (``polyir.tiling.split``); with ``pad``, triangular tiles computed over their box
   (``polyir.tiling.pad``).
 * ``unroll-jam{loops=i factors=8 depth=-1}``: register tiles (``polyir.tiling.unroll_jam``).
+* ``lane-blocks{loop=j lanes=16 lane=j_lane}``: blocks of ``lanes`` reductions of
+  growing length (Cholesky's), their shared part with a lane loop innermost
+  (``polyir.tiling.lane_blocks``).
 * ``copies{at=kc buffers=B blocks=jr order=0,1}``: scratchpads and packing
   (``polyir.tiling.copies``).
 * ``pack{at=jr buffer=A along=j order=1,0}``: one operand's reads packed
@@ -182,6 +185,27 @@ class UnrollJam:
             function, _ = unroll_jam(module.functions[position], loop, factor, self.depth)
             module = _replace_function(module, position, function)
         return module
+
+
+@register_pass("lane-blocks")
+@dataclass(frozen=True)
+class LaneBlocks:
+    """Run loop ``loop``, whose body starts with a reduction loop running to
+    ``loop`` plus a constant, in blocks of ``lanes``: the part of the block's
+    reductions they all share with the lanes a loop ``lane`` innermost (unrolled
+    by ``unroll-jam{depth=0}``: a row block the CPU lowering runs across vector
+    lanes), then each value's own rest in order. Refused with a witness when
+    a dependence forbids it."""
+
+    loop: str = ""
+    lanes: int = 0
+    lane: str = ""
+
+    def run(self, module: Module, ctx: PassContext) -> Module:
+        from polyir.tiling.lane_blocks import lane_blocks
+        position = _host_with_loop(module, self.loop)
+        function, _ = lane_blocks(module.functions[position], self.loop, self.lanes, self.lane)
+        return _replace_function(module, position, function)
 
 
 @register_pass("copies")

@@ -22,7 +22,7 @@ from polyir.driver import compile_ir
 from polyir.ir.nodes import For, Module
 from polyir.ir.types import DType
 from polyir.ir.walk import walk_nodes
-from polyir.llvm.row_block import match_row_block, transpose
+from polyir.llvm.row_block import aliased_reads, match_row_block, transpose
 from polyir.target import cpu
 from polyir.testing import random_arguments
 from polyir.testing.corpus import corpus_kernel
@@ -75,13 +75,20 @@ def test_matcher_accepts_row_sums(value: str) -> None:
 @pytest.mark.parametrize("value", [
     "x[i] + A[i + j, j] * y[j]",    # the column loop in a row subscript
     "x[i] + A[i, 2 * j] * y[j]",    # the column read with a stride
-    "x[i] + x[j] * y[j]",           # the accumulated buffer read elsewhere
+    "x[i] + x[j // 2] * y[j]",      # the accumulated buffer read, not linearly
     "max(x[i], A[i, j])",           # not + - *
     "x[i] + exp(A[i, j])",          # a call
 ])
 def test_matcher_refuses_other_bodies(value: str) -> None:
     module, loop = _jammed(value, 8)
     assert match_row_block(loop, module.entry, lambda dtype: 8) is None
+
+
+def test_matcher_accepts_reads_of_the_sums_buffer_as_aliased() -> None:
+    # allowed: the lowering runs the lanes only when, at run time, they miss the sums
+    module, loop = _jammed("x[i] + x[j] * y[j]", 8)
+    block = match_row_block(loop, module.entry, lambda dtype: 8)
+    assert block is not None and [load.buffer for load in aliased_reads(block)] == ["x"]
 
 
 def test_matcher_refuses_other_counts_and_types() -> None:
@@ -145,7 +152,8 @@ def test_row_sum_kernel_has_shuffles_and_packed_arithmetic() -> None:
 
 
 # ------------------------------------------------------------------ random row blocks
-TERMS = ["A[i, j]", "y[j]", "z[i]", "2.0:{t}", "B[i, j + 1]"]
+TERMS = ["A[i, j]", "y[j]", "z[i]", "2.0:{t}", "B[i, j + 1]", "x[j]"]
+"""``x[j]`` reads the sums' buffer: the lanes run when the columns miss the rows."""
 
 
 @st.composite
