@@ -64,16 +64,24 @@ class CpuHooks(LoweringHooks):
 
     def math_call(self, lowerer: FunctionLowerer, fn: str, args: Sequence[ir.Value],
                   dtype: DType) -> ir.Value | None:
-        """float32 ``exp``/``tanh``/``sigmoid`` inline (vectorisable); libm otherwise."""
+        """float32 ``exp``/``tanh``/``sigmoid`` inline (vectorisable; ``sigmoid`` in the
+        form that neither overflows nor loses its tiny results); libm otherwise."""
         if dtype is DType.F64 or fn not in ("exp", "tanh", "sigmoid"):
             return None
         b = lowerer.builder
+        contract = "contract" in self.float_flags    # fast math: FMAs inside exp too
         if fn == "exp":
-            return emit_exp_f32(b, args[0])
+            return emit_exp_f32(b, args[0], contract)
         if fn == "tanh":
-            return emit_tanh_f32(b, args[0])
-        one = ir.Constant(args[0].type, 1.0)
-        return b.fdiv(one, b.fadd(one, emit_exp_f32(b, b.fneg(args[0]))))
+            return emit_tanh_f32(b, args[0], contract)
+        # sigmoid(x) = 1 / (1 + e) for x >= 0, e / (1 + e) for x < 0, with e = exp(-|x|) <= 1:
+        # no overflow, and tiny results (x < -87) stay right down to the subnormals
+        x = args[0]
+        one = ir.Constant(x.type, 1.0)
+        e = emit_exp_f32(b, b.fneg(b.call(lowerer.intrinsic("llvm.fabs.f32", x.type, [x.type]), [x])),
+                         contract)
+        negative = b.fcmp_ordered("<", x, ir.Constant(x.type, 0.0))
+        return b.fdiv(b.select(negative, e, one), b.fadd(one, e))
 
     def lower_parallel_loop(self, lowerer: FunctionLowerer, loop: For) -> None:
         if self.cores <= 1:

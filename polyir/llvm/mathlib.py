@@ -4,7 +4,12 @@ A call to libm's ``expf``/``tanhf`` stops the loop vectoriser (LLVM has no
 vector libm on a plain Linux host). These versions are straight-line code
 (selects, no calls), so loops that use them vectorise. Each operation is a
 separate float32 instruction (no fused multiply-add), so results do not
-depend on the target's FMA support.
+depend on the target's FMA support; with ``contract=True`` (the CPU
+backend's fast math, which contracts the user's own arithmetic too) the
+multiplies and adds carry LLVM's ``contract`` flag and become FMAs where the
+target has them: about a quarter fewer instructions per ``exp`` (the
+polynomial's Horner steps and the reduction's two products), results within
+the same error bound (the fused steps round once instead of twice).
 
 * ``exp``: Cody-Waite reduction ``x = n*ln2 + r``, ``|r| <= ln2/2``, a degree-6
   minimax polynomial (coefficients from Cephes ``expf``), then ``2**n`` applied
@@ -41,10 +46,11 @@ def _intrinsic(b: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Value:
     return b.call(fn, args)
 
 
-def _horner(b: ir.IRBuilder, x: ir.Value, coefficients: tuple[float, ...]) -> ir.Value:
+def _horner(b: ir.IRBuilder, x: ir.Value, coefficients: tuple[float, ...],
+            flags: tuple[str, ...] = ()) -> ir.Value:
     result: ir.Value = _const(coefficients[0])
     for c in coefficients[1:]:
-        result = b.fadd(b.fmul(result, x), _const(c))
+        result = b.fadd(b.fmul(result, x, flags=flags), _const(c), flags=flags)
     return result
 
 
@@ -54,17 +60,18 @@ def _pow2(b: ir.IRBuilder, n: ir.Value) -> ir.Value:
     return b.bitcast(b.shl(biased, ir.Constant(I32, 23)), F32)
 
 
-def emit_exp_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+def emit_exp_f32(b: ir.IRBuilder, x: ir.Value, contract: bool = False) -> ir.Value:
     """``exp(x)`` for a float32 ``x`` (see the module docstring)."""
+    f = ("contract",) if contract else ()
     # clamp so that n stays in [-151, 129]; results outside saturate to 0 / inf
     clamped = _intrinsic(b, "llvm.minnum.f32", [x, _const(89.0)])
     clamped = _intrinsic(b, "llvm.maxnum.f32", [clamped, _const(-104.0)])
     n_float = _intrinsic(b, "llvm.rint.f32", [b.fmul(clamped, _const(_LOG2E))])
-    r = b.fsub(clamped, b.fmul(n_float, _const(_LN2_HI)))
-    r = b.fsub(r, b.fmul(n_float, _const(_LN2_LO)))
+    r = b.fsub(clamped, b.fmul(n_float, _const(_LN2_HI), flags=f), flags=f)
+    r = b.fsub(r, b.fmul(n_float, _const(_LN2_LO), flags=f), flags=f)
     r2 = b.fmul(r, r)
-    poly = b.fmul(_horner(b, r, _EXP_POLY), r2)
-    poly = b.fadd(b.fadd(poly, r), _const(1.0))
+    poly = b.fmul(_horner(b, r, _EXP_POLY, f), r2, flags=f)
+    poly = b.fadd(b.fadd(poly, r, flags=f), _const(1.0))
     n = b.fptosi(n_float, I32)
     # 2**n as 2**half * 2**(n - half): both factors stay normal
     half = b.ashr(n, ir.Constant(I32, 1))
@@ -75,12 +82,12 @@ def emit_exp_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return b.select(is_nan, x, result)
 
 
-def emit_tanh_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+def emit_tanh_f32(b: ir.IRBuilder, x: ir.Value, contract: bool = False) -> ir.Value:
     """``tanh(x)`` for a float32 ``x`` (see the module docstring)."""
     magnitude = _intrinsic(b, "llvm.fabs.f32", [x])
     z = b.fmul(x, x)
     small = b.fadd(b.fmul(b.fmul(_horner(b, z, _TANH_POLY), z), x), x)
-    e = emit_exp_f32(b, b.fmul(magnitude, _const(2.0)))
+    e = emit_exp_f32(b, b.fmul(magnitude, _const(2.0)), contract)
     large = b.fsub(_const(1.0), b.fdiv(_const(2.0), b.fadd(e, _const(1.0))))
     large = _intrinsic(b, "llvm.copysign.f32", [large, x])
     use_small = b.fcmp_unordered("<", magnitude, _const(0.625))
