@@ -489,6 +489,16 @@ class _Unit:
     llvm_ir: str = ""
     object_code: bytes = b""
     hit: bool = False
+    whole: bool = False      # a whole function that could be split into kernels instead
+
+
+class _SplitAndRetry(Exception):
+    """LLVM aborted on a whole function that splits into kernels: compile those
+    instead, so that only the nest LLVM cannot vectorise loses the vectoriser."""
+
+    def __init__(self, what: str, crash: LLVMCrash):
+        super().__init__(what)
+        self.what, self.crash = what, crash
 
 
 def _compile_units(units: list[_Unit], target: Target, times: StageTimes, provided: set[str],
@@ -559,21 +569,44 @@ for _worker in _WORKERS:
 
 def _isolated(unit: _Unit, machine: tuple[str, str, str], worker: LLVMWorker) -> tuple[bytes, list[str]]:
     """Object code and external functions of ``unit`` from the LLVM worker
-    (``polyir.cpu.llvm_worker``); when LLVM aborts there, again without the
-    loop vectoriser; a second abort is a ``CompileError``."""
+    (``polyir.cpu.llvm_worker``). When LLVM aborts there: a whole function that
+    splits raises :class:`_SplitAndRetry` (its kernels are compiled instead);
+    anything else is compiled again preferring 256-bit vectors (where the host
+    preferred 512), then without the loop vectoriser; an abort there too is a
+    ``CompileError``."""
     try:
         return worker.compile(unit.llvm_ir, machine, unit.speed_level, vectorize=True)
     except LLVMCrash as crash:
-        _LOG.warning("polyir: %s: LLVM aborted (%s); compiling it again without the loop vectoriser",
-                     unit.what, crash)
+        if unit.whole:
+            raise _SplitAndRetry(unit.what, crash) from None
         first = crash
     except RuntimeError as error:
         raise CompileError(f"{unit.what}: LLVM failed: {error}") from None
+    narrower = _narrower(machine)
+    if narrower is not None:   # the vectoriser's choice of width is where it aborts
+        try:
+            result = worker.compile(unit.llvm_ir, narrower, unit.speed_level, vectorize=True)
+        except LLVMCrash:
+            pass
+        else:
+            _LOG.warning("polyir: %s: LLVM aborted (%s); compiled it again preferring 256-bit "
+                         "vectors", unit.what, first)
+            return result
+    _LOG.warning("polyir: %s: LLVM aborted (%s); compiling it again without the loop vectoriser",
+                 unit.what, first)
     try:
         return worker.compile(unit.llvm_ir, machine, unit.speed_level, vectorize=False)
     except (LLVMCrash, RuntimeError) as again:
         raise CompileError(f"{unit.what}: LLVM aborted while optimising ({first}), and again "
                            f"without the loop vectoriser ({again})") from None
+
+
+def _narrower(machine: tuple[str, str, str]) -> tuple[str, str, str] | None:
+    """``machine`` preferring 256-bit vectors where it preferred 512 (else ``None``)."""
+    triple, cpu_name, features = machine
+    if "-prefer-256-bit" not in features:
+        return None
+    return triple, cpu_name, features.replace("-prefer-256-bit", "+prefer-256-bit")
 
 
 def _check_external_names(names: list[str], function: str, provided: set[str]) -> None:
@@ -585,17 +618,19 @@ def _check_external_names(names: list[str], function: str, provided: set[str]) -
 
 
 def _units(module: Module, target: Target, fast_math: bool, host: str, fingerprint: str,
-           check: bool = False) -> tuple[list[_Unit], int, bool]:
+           check: bool = False, force_split: bool = False) -> tuple[list[_Unit], int, bool]:
     """The objects ``module`` needs, entry last, the number of kernel calls, and
-    whether it was split (``check``: data-dependent subscripts checked in the loop)."""
+    whether it was split (``check``: data-dependent subscripts checked in the loop;
+    ``force_split``: one kernel per nest however few nests there are)."""
     function = module.entry
     options = (repr(target), host, fingerprint, f"fast_math={fast_math}",
                f"parallel_cores={parallel_cores(target)}", f"check_subscripts={check}")
-    if not splittable(function) or len(group_nodes(function.body)) <= WHOLE_FUNCTION_NESTS:
+    can_split = splittable(function)
+    if not can_split or (not force_split and len(group_nodes(function.body)) <= WHOLE_FUNCTION_NESTS):
         key = cache_key("function", print_module(module), *options, str(KERNEL_SPEED_LEVEL))
         return [_Unit(f"function '{function.name}'", key,
                       lambda: lower_to_llvm(module, target, fast_math, check),
-                      speed_level=KERNEL_SPEED_LEVEL)], 1, False
+                      speed_level=KERNEL_SPEED_LEVEL, whole=can_split)], 1, False
     split = split_function(function)
     units = []
     for kernel in split.distinct.values():
@@ -631,18 +666,29 @@ def build_cpu(module: Module, target: Target, cache_dir: Any = DEFAULT,
         cache = CompileCache(directory, fp)
         what = f"cpu {module.entry.name}"
         times = StageTimes(_LOG, what)
-        with times.stage("split"):
-            units, calls, split = _units(module, target, fast_math, host_description(), fp,
-                                         check_bounds)
-        provided = {unit.symbol for unit in units if unit.symbol}
-        with times.stage("cache"):
-            for unit in units:
-                entry = cache.load(unit.key)
-                if entry is not None:
-                    unit.llvm_ir, unit.object_code, unit.hit = entry.llvm_ir, entry.object_code, True
-        missing = [unit for unit in units if not unit.hit]
-        progress = Progress(_LOG, what, "kernel", len(missing))
-        _compile_units(missing, target, times, provided, progress)
+        def compile_missing(force_split: bool) -> tuple[list[_Unit], int, bool, set[str],
+                                                        list[_Unit]]:
+            with times.stage("split"):
+                units, calls, split = _units(module, target, fast_math, host_description(), fp,
+                                             check_bounds, force_split)
+            provided = {unit.symbol for unit in units if unit.symbol}
+            with times.stage("cache"):
+                for unit in units:
+                    entry = cache.load(unit.key)
+                    if entry is not None:
+                        unit.llvm_ir, unit.object_code, unit.hit = entry.llvm_ir, entry.object_code, True
+            missing = [unit for unit in units if not unit.hit]
+            _compile_units(missing, target, times, provided,
+                           Progress(_LOG, what, "kernel", len(missing)))
+            return units, calls, split, provided, missing
+
+        try:
+            units, calls, split, provided, missing = compile_missing(False)
+        except _SplitAndRetry as crash:
+            _LOG.warning("polyir: %s: LLVM aborted (%s); compiling its nests as separate kernels "
+                         "(a kernel that aborts again is compiled without the loop vectoriser)",
+                         crash.what, crash.crash)
+            units, calls, split, provided, missing = compile_missing(True)
         for unit in missing:
             _store(cache, unit, module, target, fast_math)
         build = _Build(module, target, units, calls, fast_math, split, check_bounds)

@@ -7,9 +7,10 @@ the compiling process would kill the user's Python. So the CPU backend hands
 each object's LLVM IR to a worker process (this file run as a script: it
 imports only llvmlite) that optimises it and emits the object code. When the
 worker dies, :class:`LLVMWorker` says so with :class:`LLVMCrash` (LLVM's last
-message included) and starts a new one; the backend then compiles that object
-again without the loop vectoriser, and only if that dies too is it a
-``CompileError``. Without a usable worker (no interpreter to start) the
+message included) and starts a new one; the backend then splits a whole function into one kernel
+per nest, compiles the object that aborted again preferring 256-bit vectors
+(where the host preferred 512), then without the loop vectoriser, and only
+if that dies too is it a ``CompileError``. Without a usable worker (no interpreter to start) the
 backend compiles in process as before.
 
 Protocol (little-endian, over the worker's stdin/stdout): a request is
