@@ -19,7 +19,7 @@ from polyir.cpu.jit import build_cpu
 from polyir.errors import IllegalTransform, PassError
 from polyir.ir.nodes import Module
 from polyir.passes import transform
-from polyir.target import cpu
+from polyir.target import Target, cpu
 from polyir.testing import assert_preserves_or_refuses, random_arguments
 from polyir.testing.corpus import corpus_kernel
 from polyir.tiling.bands import UnsupportedNest
@@ -117,16 +117,7 @@ def test_random_lane_blocks_preserve_or_refuse_and_compile_bit_equal(module: Mod
     result = assert_preserves_or_refuses(lambda m: transform(m, LANES), module)
     if not isinstance(result, Module):
         return
-    target = dataclasses.replace(cpu(1), vector_bits=128)
-    lanes = build_cpu(result, target, cache_dir=None)
-    scalar = build_cpu(module, dataclasses.replace(target, vector_bits=32), cache_dir=None)
-    args = random_arguments(module, 0, {"N": size})
-    expected, actual = copy.deepcopy(args), copy.deepcopy(args)
-    scalar(*expected)
-    lanes(*actual)
-    for a, b in zip(actual, expected, strict=True):
-        if isinstance(b, np.ndarray):
-            assert np.array_equal(a, b, equal_nan=True), str(result)
+    _assert_bit_equal(module, result, dataclasses.replace(cpu(1), vector_bits=128), size)
 
 
 @settings(max_examples=examples(15), deadline=None)
@@ -137,15 +128,7 @@ def test_auto_tile_of_random_triangular_reductions_preserves_and_compiles_bit_eq
     result = assert_preserves_or_refuses(lambda m: transform(m, "auto-tile", ctx=PassContext(AVX2)),
                                          module)
     assert isinstance(result, Module)  # auto-tile refuses by remarks, never by raising
-    lanes = build_cpu(result, AVX2, cache_dir=None)
-    scalar = build_cpu(module, dataclasses.replace(AVX2, vector_bits=32), cache_dir=None)
-    args = random_arguments(module, 0, {"N": size})
-    expected, actual = copy.deepcopy(args), copy.deepcopy(args)
-    scalar(*expected)
-    lanes(*actual)
-    for a, b in zip(actual, expected, strict=True):
-        if isinstance(b, np.ndarray):
-            assert np.array_equal(a, b, equal_nan=True), str(result)
+    _assert_bit_equal(module, result, AVX2, size)
 
 
 # ------------------------------------------------------------------ corpus
@@ -181,3 +164,17 @@ def test_cholesky_plan_is_a_lane_block_with_packed_arithmetic() -> None:
     assert re.search(rf"shufflevector {vector}", executable.llvm_ir)
     assert re.search(rf"fsub {vector}", executable.llvm_ir)
     assert "fmadd" not in executable.asm  # no contraction without fast math
+
+
+def _assert_bit_equal(module: Module, result: Module, target: Target, size: int) -> None:
+    """``result`` built for ``target`` (its lanes) gives bit for bit what ``module``
+    built with scalar code gives, at ``N = size``."""
+    lanes = build_cpu(result, target, cache_dir=None)
+    scalar = build_cpu(module, dataclasses.replace(target, vector_bits=32), cache_dir=None)
+    args = random_arguments(module, 0, {"N": size})
+    expected, actual = copy.deepcopy(args), copy.deepcopy(args)
+    scalar(*expected)
+    lanes(*actual)
+    for a, b in zip(actual, expected, strict=True):
+        if isinstance(b, np.ndarray):
+            assert np.array_equal(a, b, equal_nan=True), str(result)
