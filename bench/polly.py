@@ -46,8 +46,13 @@ VARIANTS: dict[str, tuple[str, ...]] = {
 }
 """clang variants: name -> flags added to :data:`BASE_FLAGS`."""
 PARALLEL_VARIANT = ("-mllvm", "-polly", "-mllvm", "-polly-vectorizer=stripmine",
-                    "-mllvm", "-polly-parallel", "-fopenmp")
-"""Polly's best on more than one thread (``polly_parallel``; OMP_NUM_THREADS set by --threads)."""
+                    "-mllvm", "-polly-parallel", "-mllvm", "-polly-omp-backend=GNU",
+                    "-l:libgomp.so.1")
+"""Polly's best on more than one thread (``polly_parallel``; OMP_NUM_THREADS set by
+--threads). Polly's GNU backend calls libgomp, linked by soname, so the library
+resolves to the one libgomp the process already has (torch's, which polyir
+uses too): one team of threads for both contenders (``-fopenmp`` would want
+LLVM's ``libomp``, which this machine does not have)."""
 POLLY = ("polly", "polly_stripmine", "polly_parallel")
 QUICK_KERNELS = ("gemm", "2mm", "jacobi-2d", "covariance", "cholesky", "saxpy")
 """``--quick`` measures these only (a product, a chain, a stencil, a reduction, a
@@ -70,7 +75,10 @@ def compile_c(source: str, name: str, flags: tuple[str, ...], workdir: Path) -> 
     stem = workdir / f"{name}_{abs(hash(flags)) % 10**8}"
     c_file = stem.with_suffix(".c")
     c_file.write_text(source)
-    command = [CLANG, *BASE_FLAGS, *flags, "-o", str(stem.with_suffix(".so")), str(c_file), "-lm"]
+    libraries = [f for f in flags if f.startswith("-l")]   # after the source (--as-needed)
+    options = [f for f in flags if not f.startswith("-l")]
+    command = [CLANG, *BASE_FLAGS, *options, "-o", str(stem.with_suffix(".so")), str(c_file),
+               *libraries, "-lm"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     if done.returncode != 0:
         raise RuntimeError(f"clang failed: {done.stderr.strip()[-300:]}")

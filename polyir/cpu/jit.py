@@ -59,10 +59,10 @@ from polyir.cpu.cache import CompileCache, cache_key, compiler_fingerprint, defa
 from polyir.cpu.entry import emit_entry
 from polyir.cpu.hooks import CpuHooks
 from polyir.cpu.llvm_worker import LLVMCrash, LLVMWorker
-from polyir.cpu.omp import openmp
+from polyir.cpu.omp import openmp, start_team
 from polyir.cpu.split import Kernel, SplitFunction, group_nodes, split_function, splittable
 from polyir.errors import BoundsError, CompileError
-from polyir.ir.nodes import Assign, FragmentStore, Module, Node
+from polyir.ir.nodes import Assign, For, FragmentStore, Module, Node
 from polyir.ir.printer import print_module
 from polyir.ir.walk import walk_nodes
 from polyir.llvm.diagnostics import llvm_diagnostics
@@ -322,8 +322,13 @@ class CpuExecutable:
         self._words = ctypes.c_int64 * len(self.slots)
         with _LOCK:
             _LIVE.add(self)
-            if _FORKED:
+            forked = _FORKED
+            if forked:
                 self._keep_serial()
+        cores = parallel_cores(target)
+        if not forked and cores > 1 and any(isinstance(node, For) and node.parallel
+                                            for node in walk_nodes(self.function.body)):
+            start_team(cores)   # the first dispatch must not pay for creating the threads
 
     def _keep_serial(self) -> None:
         """Run every parallel loop serially from now on (see ``_FORKED``)."""

@@ -60,6 +60,7 @@ class OpenMPRuntime:
 
 _lock = threading.Lock()
 _state: dict[str, OpenMPRuntime | None] = {}
+_started: set[int] = set()
 
 
 def openmp() -> OpenMPRuntime | None:
@@ -77,6 +78,26 @@ def openmp() -> OpenMPRuntime | None:
                     llvm.add_symbol(name, address)
             _state["runtime"] = runtime
         return _state["runtime"]
+
+
+def start_team(cores: int) -> None:
+    """Have the runtime create its worker threads for a team of ``cores`` now,
+    once per process and team size, by an empty parallel region (each thread
+    calls ``free(NULL)``). libgomp creates them at the first dispatch, which
+    then takes a thread creation, often more than ``Target.team_late_ns``:
+    without this, the first parallel loop a process runs would count its team
+    as late and run serially for a back-off (``polyir.cpu.policy.LateTeam``).
+    Nothing happens without a runtime or for one core."""
+    runtime = openmp() if cores > 1 else None
+    if runtime is None:
+        return
+    with _lock:
+        if cores in _started:
+            return
+        _started.add(cores)
+    region = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint)
+    free = ctypes.cast(ctypes.CDLL(None).free, ctypes.c_void_p).value
+    region(runtime.addresses["GOMP_parallel"])(free, None, cores, 0)
 
 
 def _find() -> OpenMPRuntime | None:

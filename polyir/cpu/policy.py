@@ -23,7 +23,9 @@ A loop big enough also needs a team that shows up. On a machine whose cores
 are busy with other work, the OS may not run a team thread for a whole time
 slice, and the dispatch then costs milliseconds instead of microseconds.
 :class:`LateTeam` remembers, per loop, how late the last thread of the last
-team started: later than ``Target.team_late_ns`` (:data:`LATE_NS`), the loop runs
+team started: later than ``Target.team_late_ns`` (:data:`LATE_NS`) and after
+more than half of the dispatch's time (a thread that starts late but still
+does its share, as a halted virtual CPU does after waking, helped), the loop runs
 serially for a back-off time (at least :data:`BACKOFF_MIN_NS`, doubling
 while the team keeps coming late, up to :data:`BACKOFF_MAX_NS`; halved by
 each team on time), and then tries the team again. A dispatch that took longer than the
@@ -214,11 +216,16 @@ class LateTeam:
         lateness = b.sub(arrival, start)
         limit = b.load_atomic(self.late_ns, "monotonic", 8, typ=I64)
         ran = b.icmp_signed("!=", arrival, ir.Constant(I64, 0))
-        late_start = b.icmp_signed(">", lateness, limit)
+        elapsed_ns = b.sub(finished, start)
+        # late and for most of the dispatch: a thread that starts late but
+        # still does its share (a halted virtual CPU takes a while to wake) helped
+        for_long = b.or_(b.icmp_signed("<", limit, ir.Constant(I64, 0)),
+                         b.icmp_signed(">", b.mul(lateness, ir.Constant(I64, 2)), elapsed_ns))
+        late_start = b.and_(b.icmp_signed(">", lateness, limit), for_long)
         measured = b.load_atomic(self.serial_unit_ns, "monotonic", 8, typ=F64)
         per_unit = b.select(b.fcmp_ordered(">", measured, ir.Constant(F64, 0.0)), measured,
                             ir.Constant(F64, self.work_unit_ns * SLOW_FACTOR))
-        elapsed = b.sitofp(b.sub(finished, start), F64)
+        elapsed = b.sitofp(elapsed_ns, F64)
         slow = b.fcmp_ordered(">", elapsed, b.fmul(work, per_unit))
         disabled = b.icmp_signed(">=", limit, ir.Constant(I64, NEVER_LATE_NS))
         late: ir.Value = b.and_(ran, b.and_(b.or_(late_start, slow), b.not_(disabled)))

@@ -27,10 +27,12 @@ Cache tiles (``Kc``, ``Mc``, ``Nc``), BLIS's loop order ``jc, kc, ic, jr, ir``:
   panels streaming through it;
 * ``Nc``: Polly's ``256 * Nr`` (the packed panel lives in L3) up to 4096;
 * when the row blocks are shared among several cores (``auto-tile{parallel=true}``
-  runs the ``ic`` loop in parallel): ``Mc`` as above (each core packs its own
-  block into its own L2; a smaller block only reloads the right operand's
-  micro-panels more often), at most the rows one core gets when the extent is
-  known;
+  runs the ``ic`` loop in parallel; each core packs its own block into its own
+  L2, and a smaller block only reloads the right operand's micro-panels more
+  often): with the extent known, the fewest blocks of at most ``Mc`` rows
+  whose count is a multiple of the cores (1024 rows on two cores: 4 of 258,
+  not 3 of 408, which left one core idle a third of the time); unknown, a
+  quarter of ``Mc`` (:data:`SHARED_ROW_SPLIT`), so the cores end close together;
 
 every size clipped to the problem's extent (rounded up to the register
 tile) when the extent is a known constant.
@@ -43,6 +45,11 @@ from dataclasses import dataclass
 from polyir.target import Target
 
 FMA_LATENCY = 4
+SHARED_ROW_SPLIT = 4
+"""With the rows unknown, a shared row block is this fraction of ``Mc`` (about
+ten blocks at 1024 rows on two cores: the team's two halves end within a
+tenth of each other; measured 2-thread / 1-thread time 0.54 at 1024^3 against
+0.63 with whole blocks)."""
 """Cycles of a vector FMA (Polly's ``polly-target-latency-vector-fma`` for AVX-512)."""
 FMA_PER_CYCLE = 2
 """Vector FMAs issued per cycle (Polly's ``polly-target-throughput-vector-fma``)."""
@@ -150,9 +157,8 @@ def gemm_sizes(target: Target, elem_bytes: int, m: int | None = None, n: int | N
     mc = int(l2.size / (4 * kc * elem_bytes))
     mc = max(tile.mr, mc // tile.mr * tile.mr)
     nc = min(NC_QUOTIENT * tile.nr, NC_MAX)
-    if cores > 1 and m is not None:
-        # the row blocks (``ic``) are what the cores share: at least one per core
-        mc = min(mc, _round_up(math.ceil(m / cores), tile.mr))
+    if cores > 1:
+        mc = _shared_rows(mc, tile.mr, m, cores)
     if k is not None:
         kc = min(kc, k)
     if m is not None:
@@ -160,6 +166,18 @@ def gemm_sizes(target: Target, elem_bytes: int, m: int | None = None, n: int | N
     if n is not None:
         nc = min(nc, _round_up(n, tile.nr))
     return GemmSizes(tile, max(1, kc), max(tile.mr, mc), max(tile.nr, nc))
+
+
+def _shared_rows(mc: int, mr: int, m: int | None, cores: int) -> int:
+    """``Mc`` when ``cores`` share the row blocks: as many blocks as a
+    multiple of ``cores`` (a known extent ``m``: the fewest such blocks of at
+    most ``mc`` rows, all but the last the same), or, with ``m`` unknown,
+    blocks of ``mc / SHARED_ROW_SPLIT`` rows, so that a team finishing
+    within one block of each other loses little."""
+    if m is None:
+        return max(mr, mc // SHARED_ROW_SPLIT // mr * mr)
+    blocks = _round_up(math.ceil(m / mc), cores)
+    return min(mc, _round_up(math.ceil(m / blocks), mr))
 
 
 def hoist_budget(target: Target) -> int:

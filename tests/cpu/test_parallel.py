@@ -510,6 +510,28 @@ def test_one_openmp_runtime_when_polyir_loads_it_before_torch():
     assert result.stdout.split() == ["torch", "1"]
 
 
+_TEAM_AT_LOAD = """
+import os, polyir
+from polyir.cpu.jit import build_cpu
+from polyir.target import cpu
+text = "func f(y: f32[N], x: f32[N]) { for i = 0 to N parallel { S0: y[i] = x[i] * 2.0 } }"
+before = len(os.listdir('/proc/self/task'))
+build_cpu(polyir.parse(text), cpu(2), cache_dir=None)
+print(before, len(os.listdir('/proc/self/task')))
+"""
+
+
+def test_team_threads_exist_before_the_first_dispatch():
+    """Loading an executable with parallel loops has the OpenMP runtime create
+    its team (``polyir.cpu.omp.start_team``), so that the first dispatch does
+    not pay for creating threads and count its team as late."""
+    result = subprocess.run([sys.executable, "-c", _TEAM_AT_LOAD], capture_output=True,
+                            text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    before, after = map(int, result.stdout.split())
+    assert after >= before + 1
+
+
 def test_one_openmp_runtime_in_this_process():
     """Whatever came first here (torch or polyir), one OpenMP library is mapped."""
     import torch

@@ -78,6 +78,20 @@ def test_cache_tiles_follow_the_caches_and_clip_to_the_extents() -> None:
     assert gemm_sizes(AVX2, 8).mc < gemm_sizes(AVX512, 8).mc
 
 
+@pytest.mark.parametrize("m", [100, 1000, 1024, 2048, 4099])
+@pytest.mark.parametrize("cores", [2, 3, 4])
+def test_shared_row_blocks_come_in_multiples_of_the_cores(m: int, cores: int) -> None:
+    """Row blocks that the cores share: their count is a multiple of the
+    cores, each at most the one-core ``Mc``; with the rows unknown, a quarter
+    of it."""
+    one = gemm_sizes(AVX512, 4, m, 1024, 1024)
+    shared = gemm_sizes(AVX512, 4, m, 1024, 1024, cores)
+    blocks = -(-m // shared.mc)
+    assert shared.mc <= one.mc and shared.mc % shared.register.mr == 0
+    assert blocks % cores == 0, (blocks, shared.mc)
+    assert gemm_sizes(AVX512, 4, cores=cores).mc <= gemm_sizes(AVX512, 4).mc // 4
+
+
 # ------------------------------------------------------------------ plans and goldens
 def test_matmul_plan_golden_and_replay() -> None:
     module = polyir.parse(MATMUL)
