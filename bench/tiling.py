@@ -45,6 +45,14 @@ MATMUL = """func mm(C: {t}[M, N], A: {t}[M, K], B: {t}[K, N]) {{
 NOTE = "textbook C = A @ B (symbolic extents), default pipeline with auto-tile, fast_math; numpy = OpenBLAS"
 
 
+SETTLE_S = 0.2
+"""Rows on more than one thread: the pause before each contender's turn
+(``interleaved_medians``' ``settle``), longer than OpenBLAS's threads spin
+after a call, so that polyir's team and OpenBLAS's do not take turns stealing
+each other's core (on two cores, an interleaved run kept polyir's team from
+starting in time on every dispatch: it ran serially)."""
+
+
 def _blas_threads() -> Callable[[int], None] | None:
     """numpy's OpenBLAS ``set_num_threads`` (``None`` when not found)."""
     import numpy
@@ -88,7 +96,8 @@ def bench_matmul(n: int, dtype: str, threads: int, repeats: int, pipeline: str |
         return row
     out = np.empty_like(C)
     samples = interleaved_medians({"polyir": lambda: executable(C, A, B),
-                                   "numpy": lambda: np.matmul(A, B, out=out)}, repeats)
+                                   "numpy": lambda: np.matmul(A, B, out=out)}, repeats,
+                                  settle=SETTLE_S if threads > 1 else 0.0)
     record_medians(row, samples)
     row["ratio_vs_numpy"] = ratio(row["polyir_s"], row["numpy_s"])
     row["polyir_gflops"] = round(2 * n ** 3 / row["polyir_s"] / 1e9, 1)
@@ -121,7 +130,8 @@ def bench_thread_scaling(n: int, repeats: int, set_threads: Callable[[int], None
 
     samples = interleaved_medians({"polyir_1": lambda: executables[1](C, A, B),
                                    "polyir_2": lambda: executables[2](C, A, B),
-                                   "numpy_1": numpy_on(1), "numpy_2": numpy_on(2)}, repeats)
+                                   "numpy_1": numpy_on(1), "numpy_2": numpy_on(2)}, repeats,
+                                  settle=SETTLE_S)
     seconds = {name: sample.median for name, sample in samples.items()}
     row.update({f"{name}_s": value for name, value in seconds.items()})
     row["polyir_s"], row["numpy_s"] = seconds["polyir_2"], seconds["numpy_2"]

@@ -51,7 +51,8 @@ class Samples:
 
 def interleaved_medians(contenders: Mapping[str, Callable[[], Any]], repeats: int, *,
                         warmup: int = 1, min_seconds: float = 0.0,
-                        setup: Callable[[str], Any] | None = None) -> dict[str, Samples]:
+                        setup: Callable[[str], Any] | None = None,
+                        settle: float = 0.0) -> dict[str, Samples]:
     """Time each of ``contenders`` ``repeats`` times, in turn, and return their samples.
 
     ``warmup`` untimed calls of each come first. ``setup(name)``, when given, runs
@@ -59,6 +60,12 @@ def interleaved_medians(contenders: Mapping[str, Callable[[], Any]], repeats: in
     inputs of in-place kernels); then each sample is one call. Without ``setup``
     a contender faster than ``min_seconds`` is called in batches and each sample
     is the batch time over the batch size.
+
+    ``settle`` (seconds, for multi-threaded contenders): before each turn, a
+    pause of that long and one untimed call. Thread pools spin after a call
+    (OpenBLAS's for about 0.1 s), so without it a contender's threads compete
+    for the cores with the previous contender's still-spinning ones; with it,
+    each is timed with its own pool awake and the others' asleep.
     """
     for name, fn in contenders.items():
         for _ in range(warmup):
@@ -79,6 +86,11 @@ def interleaved_medians(contenders: Mapping[str, Callable[[], Any]], repeats: in
             if setup is not None:
                 setup(name)
             batch = batches[name]
+            if settle > 0:
+                time.sleep(settle)
+                fn()
+                if setup is not None:
+                    setup(name)
             start = time.perf_counter()
             for _ in range(batch):
                 fn()

@@ -52,12 +52,21 @@ def default_pipeline(target: Target | str | None = None, fast_math: bool = False
     ``auto-tile`` also reads padded convolutions' inputs from zero-padded
     copies (``zero_pad=true``: exact for finite weights) and leaves unit-stride
     row reductions to LLVM's vectoriser (``reassociate=true``: the sums'
-    order may change, as fast math allows).
+    order may change, as fast math allows). On a CPU target of more than one
+    core, ``mark-parallel{outermost=true}`` follows ``auto-tile``: each nest
+    without a parallel loop (``auto-tile`` marks a matrix product's row
+    blocks) gets its outermost loop that carries no dependence and has at
+    least ``cores`` iterations marked parallel, for the OpenMP team (whose size
+    policy runs small loops serially at run time).
     """
-    kind = resolve(target).kind
-    if fast_math and kind == "cpu":
-        return _PIPELINES[kind].replace("auto-tile", "auto-tile{zero_pad=true reassociate=true}")
-    return _PIPELINES[kind]
+    resolved = resolve(target)
+    kind, pipeline = resolved.kind, _PIPELINES[resolved.kind]
+    if kind != "cpu":
+        return pipeline
+    tile = "auto-tile{zero_pad=true reassociate=true}" if fast_math else "auto-tile"
+    if resolved.cores > 1:
+        tile += f",mark-parallel{{outermost=true min_trip={resolved.cores}}}"
+    return pipeline.replace("auto-tile", tile)
 
 
 @dataclass

@@ -18,6 +18,13 @@ A buffer ``X`` written in the loop body is privatised when
   ``a*v + g`` (``a != 0``, ``v`` the parallel loop's variable outside any
   ``//``/``%``, ``g`` free of the body's own loop variables). Such a
   dimension gives every iteration its own elements, which needs no copy.
+  Nor do the copies of an unrolled and jammed or tiled row loop
+  (``x[v]``, ``x[v + 1]``, ..., ``x[u]`` for ``u = v to v + 16`` under
+  ``for v = 0 to n step 16``): a dimension in which every write's subscript
+  lies in ``[A*v + lo, A*v + hi]`` (the body's loops bounded by ``v`` plus
+  constants), with ``hi - lo`` less than ``|A|`` times the step, separates
+  the iterations too. A copy there would only change the rounding of an
+  exact build (the sums would start from the identity, not from ``X``).
 
 Bool buffers are never privatised (no reduction operator applies to them).
 """
@@ -49,16 +56,18 @@ class _Write:
     indices: tuple[Index, ...]
     reduction_op: str | None
     inner: frozenset[str]
+    loops: tuple[For, ...] = ()   # the body's loops around the write, outermost first
 
 
-def _walk(body: tuple[Node, ...], inner: frozenset[str]) -> Iterator[tuple[Node, frozenset[str]]]:
+def _walk(body: tuple[Node, ...], inner: frozenset[str],
+          loops: tuple[For, ...] = ()) -> Iterator[tuple[Node, frozenset[str], tuple[For, ...]]]:
     for node in body:
         if isinstance(node, For):
-            yield from _walk(node.body, inner | {node.var})
+            yield from _walk(node.body, inner | {node.var}, loops + (node,))
         elif isinstance(node, If):
-            yield from _walk(node.then_body + node.else_body, inner)
+            yield from _walk(node.then_body + node.else_body, inner, loops)
         else:
-            yield node, inner
+            yield node, inner, loops
 
 
 def privatised_reductions(loop: For, candidates: set[str]) -> list[PrivateReduction]:
@@ -70,7 +79,7 @@ def privatised_reductions(loop: For, candidates: set[str]) -> list[PrivateReduct
     writes: list[_Write] = []
     reads: dict[str, int] = {}
     order: list[str] = []
-    for node, inner in _walk(loop.body, frozenset()):
+    for node, inner, around in _walk(loop.body, frozenset()):
         if not isinstance(node, Assign):
             for name in _other_buffers(node):
                 reads[name] = reads.get(name, 0) + 1
@@ -82,7 +91,7 @@ def privatised_reductions(loop: For, candidates: set[str]) -> list[PrivateReduct
         op = found[1] if found is not None and found[0] == node.buffer else None
         if op is not None:
             reads[node.buffer] -= 1  # the statement's own X[f]
-        writes.append(_Write(node.buffer, node.indices, op, inner))
+        writes.append(_Write(node.buffer, node.indices, op, inner, around))
         if node.buffer not in order:
             order.append(node.buffer)
 
@@ -94,7 +103,7 @@ def privatised_reductions(loop: For, candidates: set[str]) -> list[PrivateReduct
         ops = {w.reduction_op for w in mine}
         if len(ops) != 1 or None in ops:
             continue
-        if _distinct_per_iteration(mine, loop.var):
+        if _distinct_per_iteration(mine, loop.var) or _disjoint_windows(mine, loop):
             continue
         result.append(PrivateReduction(name, next(iter(ops))))  # type: ignore[arg-type]
     return result
@@ -123,3 +132,69 @@ def _separates(index: Index, var: str, inner: frozenset[str]) -> bool:
         if not isinstance(atom, str) and var in atom.expr.variables():
             return False
     return not (index.variables() & inner)
+
+
+def _disjoint_windows(writes: list[_Write], loop: For) -> bool:
+    """Some dimension in which each iteration of ``loop`` writes within a window
+    ``[A*v + lo, A*v + hi]`` (``A`` and the rest of the subscript the same for
+    every write) narrower than ``|A| * step``: the windows of two iterations
+    never meet (see the module docstring)."""
+    rank = len(writes[0].indices)
+    if loop.step < 1 or any(len(w.indices) != rank for w in writes):
+        return False
+    for dim in range(rank):
+        windows = [_window(w.indices[dim], loop.var, w.loops) for w in writes]
+        if any(window is None for window in windows):
+            continue
+        slopes = {window[0] for window in windows}   # type: ignore[index]
+        rests = {window[3] for window in windows}    # type: ignore[index]
+        if len(slopes) != 1 or len(rests) != 1 or 0 in slopes:
+            continue
+        low = min(window[1] for window in windows)   # type: ignore[index]
+        high = max(window[2] for window in windows)  # type: ignore[index]
+        if high - low < abs(next(iter(slopes))) * loop.step:
+            return True
+    return False
+
+
+def _window(index: Index, var: str, loops: tuple[For, ...]) -> tuple[int, int, int, Aff] | None:
+    """``(A, lo, hi, rest)``: ``index`` lies in ``[A*var + rest + lo, A*var + rest + hi]``
+    for every value of the loops ``loops`` (outermost first), each bounded
+    below and above by ``var`` times a constant plus a constant (or by
+    enclosing such loops); ``None`` when it cannot be said."""
+    if not isinstance(index, Aff):
+        return None
+    bounds: dict[str, tuple[int, int, int]] = {}   # loop var -> (slope of var, lo, hi)
+    for inner in loops:
+        lows = [w for w in (_through(b, var, bounds) for b in inner.lower)
+                if w is not None and w[3].is_constant]
+        highs = [w for w in (_through(b - 1, var, bounds) for b in inner.upper)
+                 if w is not None and w[3].is_constant]
+        for slope in {w[0] for w in lows} & {w[0] for w in highs}:
+            low = max(w[1] for w in lows if w[0] == slope)     # var >= each lower bound
+            high = min(w[2] for w in highs if w[0] == slope)   # var <= each upper bound - 1
+            bounds[inner.var] = (slope, low, high)
+            break
+    return _through(index, var, bounds)
+
+
+def _through(index: Aff, var: str, bounds: dict[str, tuple[int, int, int]]
+             ) -> tuple[int, int, int, Aff] | None:
+    """:func:`_window` of ``index`` given windows of the loop variables ``bounds``."""
+    slope, low, high = 0, index.constant, index.constant
+    rest = Aff.const(0)
+    for atom, coefficient in index.terms:
+        if not isinstance(atom, str):
+            if var in atom.expr.variables() or atom.expr.variables() & set(bounds):
+                return None
+            rest = rest + Aff(((atom, coefficient),), 0)
+        elif atom == var:
+            slope += coefficient
+        elif atom in bounds:
+            a, lo, hi = bounds[atom]
+            slope += coefficient * a
+            low += coefficient * (lo if coefficient > 0 else hi)
+            high += coefficient * (hi if coefficient > 0 else lo)
+        else:
+            rest = rest + Aff(((atom, coefficient),), 0)
+    return slope, low, high, rest

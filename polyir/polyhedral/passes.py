@@ -53,6 +53,64 @@ def mark_parallel(function: Function, accept_reassociation: bool = False,
     return replace(function, body=body) if changed else function
 
 
+def outermost_parallel_loops(deps: Dependences, min_trip: int = 2) -> list[int]:
+    """Ids of the loops :func:`mark_outermost_parallel` marks: in pre-order, each
+    loop that carries no dependence, whose trip count is not a constant below
+    ``min_trip``, with no parallel (or GPU-mapped) loop around or inside it and
+    none chosen around it. A parallel loop runs its nested parallel loops
+    serially on the CPU, so one loop per nest is what counts: the outermost,
+    whose iterations hold the most work per dispatch."""
+    loops = deps.scop.loops
+    carrying = deps.carrying_loops(False)
+    taken: set[int] = set()    # parallel already, or holding such a loop
+    for ident, info in loops.items():
+        if info.node.parallel or info.node.mapping is not None:
+            up: int | None = ident
+            while up is not None and up not in taken:
+                taken.add(up)
+                up = loops[up].parent
+    chosen: list[int] = []
+    blocked = {i for i, info in loops.items()      # a loop inside a chosen or parallel loop
+               if info.node.parallel or info.node.mapping is not None}
+    for ident in sorted(loops):
+        info = loops[ident]
+        if info.parent is not None and info.parent in blocked:
+            blocked.add(ident)
+            continue
+        if ident in taken or ident in carrying:
+            continue
+        trip = _constant_trip(info.node)
+        if trip is not None and trip < min_trip:
+            continue
+        chosen.append(ident)
+        blocked.add(ident)
+    return chosen
+
+
+def _constant_trip(loop: For) -> int | None:
+    """The trip count of ``loop`` when its bounds are constants."""
+    if not all(b.is_constant for b in loop.lower + loop.upper):
+        return None
+    low = max(b.constant for b in loop.lower)
+    high = min(b.constant for b in loop.upper)
+    return max(0, -(-(high - low) // loop.step))
+
+
+def mark_outermost_parallel(function: Function, deps: Dependences | None = None,
+                            min_trip: int = 2) -> Function:
+    """``function`` with ``parallel=True`` on the loops
+    :func:`outermost_parallel_loops` picks (the CPU backend's one loop per
+    nest on the thread team). Returns ``function`` itself when none."""
+    if deps is None:
+        deps = compute_dependences(extract(function), MEMORY_KINDS)
+    chosen = set(outermost_parallel_loops(deps, min_trip))
+    if not chosen:
+        return function
+    body = map_loops(function.body, lambda loop, ident: replace(loop, parallel=True)
+                     if ident in chosen else loop)
+    return replace(function, body=body)
+
+
 def each_host_function(module: Module, ctx: PassContext, pass_name: str,
                        change: Callable[[Function], Function]) -> Module:
     """``module`` with ``change`` applied to every host function; a function the
@@ -77,14 +135,22 @@ def each_host_function(module: Module, ctx: PassContext, pass_name: str,
 class MarkParallel:
     """Mark every loop that carries no dependence as parallel (``loops``: only
     these loops, named by variable); a loop left sequential gets a remark
-    naming the dependence it carries and two instances it would reorder."""
+    naming the dependence it carries and two instances it would reorder.
+    ``outermost``: only the outermost such loop of each nest that has no
+    parallel loop yet, skipping loops of a constant trip count below
+    ``min_trip`` (:func:`mark_outermost_parallel`; what the CPU pipeline runs
+    on more than one core, after ``auto-tile``), without remarks."""
 
     accept_reassociation: bool = False
     loops: tuple[str, ...] = ()
+    outermost: bool = False
+    min_trip: int = 2
 
     def run(self, module: Module, ctx: PassContext) -> Module:
         def change(function: Function) -> Function:
             deps = ctx.analyses.dependences(function)
+            if self.outermost:
+                return mark_outermost_parallel(function, deps, self.min_trip)
             result = mark_parallel(function, self.accept_reassociation, deps, self.loops)
             _remark_sequential(ctx, function, deps, self.accept_reassociation, self.loops)
             return result

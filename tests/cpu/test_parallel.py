@@ -336,6 +336,48 @@ func rows(C: f32[N], A: f32[N, M]) {
     np.testing.assert_allclose(C, A.sum(axis=1), rtol=1e-5, atol=1e-5)
 
 
+JAMMED_ROWS = """
+func rows(x: f32[N], A: f32[N, M], y: f32[M]) {
+  for t = 0 to N step 4 parallel {
+    if (t + 4 <= N) {
+      for j = 0 to M {
+        S0: x[t] = x[t] + A[t, j] * y[j]
+        S1: x[t + 1] = x[t + 1] + A[t + 1, j] * y[j]
+        S2: x[t + 2] = x[t + 2] + A[t + 2, j] * y[j]
+        S3: x[t + 3] = x[t + 3] + A[t + 3, j] * y[j]
+      }
+    } else {
+      for i = t to min(N, t + 4) {
+        for j2 = 0 to M {
+          S4: x[i] = x[i] + A[i, j2] * y[j2]
+        }
+      }
+    }
+  }
+}"""
+
+
+def test_jammed_rows_are_not_privatised_and_stay_bit_equal():
+    """The copies of an unrolled and jammed row loop (``x[t]`` ... ``x[t + 3]``,
+    and ``x[i]`` for ``i = t to t + 4`` in the tail) write each iteration's own
+    rows: no private copies, so each sum keeps its order (a copy would start it
+    from zero and add ``x`` last: a different rounding); bit-equal to serial
+    code. Wider windows than the step are privatised."""
+    ex = build(JAMMED_ROWS, dispatching(2))
+    assert "fill0" not in ex.llvm_ir
+    serial = build(JAMMED_ROWS, cpu(1))
+    A = RNG.standard_normal((131, 129)).astype(np.float32)
+    y = RNG.standard_normal(129).astype(np.float32)
+    x0 = RNG.standard_normal(131).astype(np.float32)
+    got, want = x0.copy(), x0.copy()
+    ex(got, A, y)
+    serial(want, A, y)
+    assert ex.parallel_stats()["dispatches"] == 1
+    assert np.array_equal(got, want)
+    overlapping = JAMMED_ROWS.replace("min(N, t + 4)", "min(N, t + 5)")
+    assert "fill0" in build(overlapping, dispatching(2)).llvm_ir
+
+
 def test_privatised_reduction_result_does_not_depend_on_timing():
     """Static chunks and combination in thread order: the same input gives the
     same bits on every call."""

@@ -9,6 +9,7 @@ import torch
 
 import polyir
 from polyir.frontends.pykernel import Kernel
+from polyir.ir.printer import print_module
 from polyir.testing.corpus import corpus_kernel, gemm
 
 
@@ -105,12 +106,13 @@ def test_compile_for_builds_without_running() -> None:
     y, x = np.zeros(3), np.ones(3)
     native = axpy_interp.compile_for(y, x, 1.0, target="cpu")
     assert "define" in native.llvm_ir and native.ptx is None
-    assert native.ir == axpy_interp.ir(y, x, 1.0)
+    # the CPU pipeline on several cores also marks the loop parallel for its thread team
+    assert print_module(native.ir).replace(" parallel", "") == print_module(axpy_interp.ir(y, x, 1.0))
     np.testing.assert_array_equal(y, 0.0)                  # not run
     native(y, x, 4.0)
     np.testing.assert_array_equal(y, 4.0)
     interpreted = axpy_interp.compile_for(y, x, 1.0)       # the kernel's own target
-    assert interpreted.llvm_ir is None and interpreted.ir == native.ir
+    assert interpreted.llvm_ir is None and interpreted.ir == axpy_interp.ir(y, x, 1.0)
     np.testing.assert_array_equal(y, 4.0)
 
 
