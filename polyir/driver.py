@@ -87,7 +87,9 @@ class InterpretedExecutable:
 def build(module: Module, target: Target | str | None = None, *, fast_math: bool = False,
           **options: Any) -> Any:
     """Lower ``module`` for ``target`` (default: the native CPU) as it is: no pass
-    runs here. ``options`` go to the backend (``cache_dir`` for the CPU).
+    runs here. ``options`` go to the backend (``cache_dir`` for the CPU;
+    ``bounds``, a ``polyir.cpu.bounds.BoundsCheck`` of the unmapped function,
+    for CUDA: :func:`compile_ir` passes it unless ``check_bounds=False``).
 
     ``fast_math``: the CPU backend may contract float multiply-adds into FMAs
     and reassociate float operations (vectorised reductions); results then
@@ -105,7 +107,7 @@ def build(module: Module, target: Target | str | None = None, *, fast_math: bool
         return build_cpu(module, resolved, fast_math=fast_math, **options)
     if resolved.kind == "cuda":
         from polyir.ptx.build import build_cuda
-        return build_cuda(module, resolved)
+        return build_cuda(module, resolved, bounds=options.get("bounds"))
     raise ValueError(f"no backend for target {resolved.name}")
 
 
@@ -168,11 +170,12 @@ def compile_ir(module: Module, target: Target | str | None = None, pipeline: str
             module = transform(module, "gpu-map", ctx=context)
     if found is None:
         context.timings.append(("passes", time.perf_counter() - start))
+    if resolved.kind == "cuda" and options.get("check_bounds", True):
+        # the check of the unmapped function (its footprints), run before the launches
+        from polyir.cpu.bounds import BoundsCheck
+        options = {**options, "bounds": BoundsCheck.for_function(original.entry)}
     with context.timed("backend"):
         executable = build(module, resolved, **options)
-    if resolved.kind == "cuda" and options.get("check_bounds", True) and not executable.bounds:
-        from polyir.cpu.bounds import BoundsCheck
-        executable.bounds = BoundsCheck.for_function(original.entry)
     executable.remarks = list(context.remarks)
     executable.timings = list(context.timings)
     LOGGER.info("compiled %s for %s: %s", module.entry.name, resolved.name,

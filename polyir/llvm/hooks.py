@@ -88,9 +88,11 @@ class LoweringHooks:
     returns_status: bool = True
 
     #: Check data-dependent subscripts (gathers: ``A[idx[i]]``) in the loop when
-    #: true: an index outside ``[0, extent)`` returns :data:`STATUS_SUBSCRIPT`
-    #: before the access (needs ``returns_status``; the CPU backend's
-    #: ``check_bounds``). Affine subscripts are checked before the call instead.
+    #: true (:meth:`check_subscript`, :meth:`guard_subscripts`): by default an
+    #: index outside ``[0, extent)`` returns :data:`STATUS_SUBSCRIPT` before the
+    #: access (needs ``returns_status``; the CPU backend's ``check_bounds``); the
+    #: NVPTX hooks record it in a status buffer instead. Affine subscripts are
+    #: checked before the call.
     check_subscripts: bool = False
 
     #: LLVM fast-math flags put on float arithmetic and float math intrinsics
@@ -166,6 +168,29 @@ class LoweringHooks:
         elsewhere than in memory (the NVPTX hooks: accumulators staged in
         registers), or ``None`` for an ordinary load."""
         return None
+
+    def check_subscript(self, lowerer: FunctionLowerer, value: ir.Value,
+                        extent: ir.Value) -> ir.Value:
+        """Test data-dependent subscript ``value`` (i64) against ``extent`` when
+        ``check_subscripts`` is set; return the i1 "outside" (unsigned
+        ``value >= extent``: negative values too). Default: leave the function
+        with :data:`STATUS_SUBSCRIPT` when it holds."""
+        outside = lowerer.builder.icmp_unsigned(">=", value, extent)
+        if self.returns_status:
+            lowerer.fail_if(outside, ir.Constant(I32, STATUS_SUBSCRIPT), "subscript.ok")
+        return outside
+
+    def guard_subscripts(self, lowerer: FunctionLowerer, buffer: Buffer, pointer: ir.Value,
+                         outside: Sequence[ir.Value]) -> ir.Value:
+        """The pointer to access instead of ``pointer`` (an element of ``buffer``
+        addressed with checked data-dependent subscripts, ``outside`` their
+        :meth:`check_subscript` results). Default: ``pointer`` (the function
+        has already left when a subscript was outside); a target without a
+        status return must redirect the access, so it raises here."""
+        if not self.returns_status:
+            raise CompileError(f"{where(lowerer.function, buffer)}: checked subscripts of "
+                               f"'{buffer.name}' need a status return or a target hook")
+        return pointer
 
     # --------------------------------------------------------------- nodes
     def lower_parallel_loop(self, lowerer: FunctionLowerer, loop: For) -> None:

@@ -43,6 +43,9 @@ Target hooks (``polyir.llvm.hooks.LoweringHooks``; subclass to retarget)
 * ``allocate_local(lowerer, buffer)``        pointer for a local, ``None`` =
                                              default (stack / zeroed heap);
                                              FRAGMENT locals raise by default.
+* ``check_subscript(lowerer, value, extent)``, ``guard_subscripts(lowerer, buffer,
+  pointer, outside)``                         data-dependent subscripts checked in
+                                             the loop (``check_subscripts``).
 * ``row_block_lanes(dtype) -> int``         lanes for a jammed row block's sums
                                              run across rows (``polyir.llvm.row_block``);
                                              0 (default): scalar code.
@@ -94,7 +97,7 @@ from polyir.ir.types import MemorySpace
 from polyir.ir.walk import FRAGMENT_NODES, buffers_used
 from polyir.llvm.exprs import ExprLowering
 from polyir.llvm.hints import reorders_float_reduction
-from polyir.llvm.hooks import I1, I32, I64, STACK_LIMIT_BYTES, STATUS_SUBSCRIPT, LoweringHooks, where
+from polyir.llvm.hooks import I1, I32, I64, STACK_LIMIT_BYTES, LoweringHooks, where
 from polyir.llvm.row_block import lower_row_block, match_row_block
 
 __all__ = ["LoweringHooks", "FunctionLowerer", "BufferBinding", "LoweredFunction",
@@ -423,16 +426,17 @@ class FunctionLowerer(ExprLowering):
             return self.builder.gep(binding.pointer, [self.aff(flat)], inbounds=True,
                                     source_etype=storage)
         offset: ir.Value | None = None
+        checked: list[ir.Value] = []   # hooks.check_subscript of each data-dependent subscript
         for index, stride, extent in zip(indices, binding.strides, buffer.shape, strict=True):
             value = self.index_value(index)
-            if self.hooks.check_subscripts and self.hooks.returns_status and \
-                    not isinstance(index, Aff) and to_affine(index) is None:  # type: ignore[arg-type]
-                outside = self.builder.icmp_unsigned(">=", value, self.aff(extent))  # < 0 too
-                self.fail_if(outside, ir.Constant(I32, STATUS_SUBSCRIPT), "subscript.ok")
+            if self.hooks.check_subscripts and not isinstance(index, Aff) and \
+                    to_affine(index) is None:  # type: ignore[arg-type]
+                checked.append(self.hooks.check_subscript(self, value, self.aff(extent)))
             if not (isinstance(stride, ir.Constant) and stride.constant == 1):
                 value = self._mul_nsw(value, stride)
             offset = value if offset is None else self._add_nsw(offset, value)
-        return self.builder.gep(binding.pointer, [offset], inbounds=True, source_etype=storage)
+        pointer = self.builder.gep(binding.pointer, [offset], inbounds=True, source_etype=storage)
+        return self.hooks.guard_subscripts(self, buffer, pointer, checked) if checked else pointer
 
     def load(self, name: str, indices: Sequence[object]) -> ir.Value:
         """The compute value of ``name[indices]``."""

@@ -55,8 +55,11 @@ def needs_mapping(module: Module) -> bool:
                for f in module.functions)
 
 
-def lower_kernels(module: Module, sm: int) -> tuple[str, dict[str, LoweredFunction]]:
-    """LLVM IR text (optimised, NVPTX) of every kernel of ``module``."""
+def lower_kernels(module: Module, sm: int,
+                  check_subscripts: bool = False) -> tuple[str, dict[str, LoweredFunction]]:
+    """LLVM IR text (optimised, NVPTX) of every kernel of ``module``
+    (``check_subscripts``: data-dependent subscripts checked in the kernels,
+    ``polyir.ptx.subscripts``)."""
     launches: dict[str, Launch] = {}
     from polyir.ir.walk import walk_nodes
     for function in module.functions:
@@ -66,7 +69,8 @@ def lower_kernels(module: Module, sm: int) -> tuple[str, dict[str, LoweredFuncti
     names = [f.name for f in module.functions if f.kind == "kernel"]
     if not names:
         raise CompileError("module has no kernel to compile for CUDA")
-    llvm_module, lowered = lower_module(module, NvptxHooks(launches, sm), names=names)
+    llvm_module, lowered = lower_module(module, NvptxHooks(launches, sm, check_subscripts),
+                                          names=names)
     with llvm_diagnostics(f"NVPTX sm_{sm}"):
         machine = target_machine(sm)
         llvm_module.triple = TRIPLE
@@ -100,7 +104,9 @@ class CudaExecutable:
     """A compiled module for a CUDA GPU.
 
     ``ir``: the mapped IR (host launches + kernels); ``llvm_ir``: the NVPTX LLVM
-    IR; ``ptx``: the PTX text; ``kernels``: each kernel's lowered signature.
+    IR; ``ptx``: the PTX text; ``kernels``: each kernel's lowered signature
+    (a kernel whose data-dependent subscripts are checked in the kernel has
+    the extra parameter ``polyir.ptx.subscripts.STATUS_PARAM``).
     Calling it runs the entry function's launches on the GPU (needs CuPy and a
     GPU; raises ``polyir.DeviceError`` otherwise).
     """
@@ -124,10 +130,15 @@ class CudaExecutable:
         self._runtime(*args)
 
 
-def build_cuda(module: Module, target: Target) -> CudaExecutable:
+def build_cuda(module: Module, target: Target, bounds: Any = None) -> CudaExecutable:
     """Lower and emit PTX for ``target.sm`` (default 90). Raises ``CompileError``
     when a host function still holds loops (not mapped: run ``gpu-map``, or use
-    ``polyir.driver.compile_ir``, which does)."""
+    ``polyir.driver.compile_ir``, which does).
+
+    ``bounds``: the ``polyir.cpu.bounds.BoundsCheck`` of the unmapped function
+    (``None``: no bounds check), run before the launches; when it lists
+    data-dependent subscripts it cannot hoist (``unchecked``), the kernels
+    check their data-dependent subscripts themselves (``polyir.ptx.subscripts``)."""
     sm = target.sm or 90
     if needs_mapping(module):
         host = next(f.name for f in module.functions if f.kind == "host")
@@ -138,12 +149,12 @@ def build_cuda(module: Module, target: Target) -> CudaExecutable:
     from polyir.ir.verifier import verify
     verify(mapped)
     if not any(f.kind == "kernel" for f in mapped.functions):  # nothing left to run on the GPU
-        return CudaExecutable(mapped, target, "", "", {})
+        return CudaExecutable(mapped, target, "", "", {}, bounds=bounds)
     from polyir.ptx.staging import fit_launches
     mapped = fit_launches(mapped, sm, target.static_shared_bytes)  # register-staged tiles
-    llvm_ir, lowered = lower_kernels(mapped, sm)
+    llvm_ir, lowered = lower_kernels(mapped, sm, bool(bounds is not None and bounds.unchecked))
     ptx = emit_ptx(llvm_ir, sm)
-    return CudaExecutable(mapped, target, llvm_ir, ptx, lowered)
+    return CudaExecutable(mapped, target, llvm_ir, ptx, lowered, bounds=bounds)
 
 
 __all__ = ["build_cuda", "CudaExecutable", "lower_kernels", "emit_ptx", "needs_mapping",

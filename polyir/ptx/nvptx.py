@@ -19,6 +19,9 @@ the GPU:
 * an f32 shared tile that only stages accumulators for the lanes that hold
   them -> no memory at all, its loads read the fragment registers
   (``polyir.ptx.staging``).
+* ``check_subscripts``: a kernel with data-dependent subscripts takes a
+  status buffer parameter; each such subscript is checked and a failing
+  access is redirected to a safe location (``polyir.ptx.subscripts``).
 
 Host functions are not lowered for NVPTX: the runtime walks their launches.
 """
@@ -45,7 +48,7 @@ from polyir.ir.nodes import (
 from polyir.ir.types import DType, MemorySpace
 from polyir.llvm.hooks import F32, I8, I16, I32, I64, LoweringHooks, where
 from polyir.llvm.lower import byte_size
-from polyir.ptx import cpasync, mathlib, mma_sync, staging, wmma
+from polyir.ptx import cpasync, mathlib, mma_sync, staging, subscripts, wmma
 
 if TYPE_CHECKING:
     from polyir.llvm.lower import FunctionLowerer
@@ -61,13 +64,17 @@ class NvptxHooks(LoweringHooks):
 
     ``launches`` maps a kernel name to its launch (for the dynamic shared
     memory decision); kernels without one use static shared memory.
+    ``check_subscripts``: check data-dependent subscripts in the kernels
+    (``polyir.ptx.subscripts``).
     """
 
     returns_status = False
 
-    def __init__(self, launches: dict[str, Launch] | None = None, sm: int = 90):
+    def __init__(self, launches: dict[str, Launch] | None = None, sm: int = 90,
+                 check_subscripts: bool = False):
         self.launches = dict(launches or {})
         self.sm = sm
+        self.check_subscripts = check_subscripts
         self._shared_offset = 0
 
     # ---------------------------------------------------------------- types
@@ -91,6 +98,23 @@ class NvptxHooks(LoweringHooks):
         return super().store_convert(lowerer, dtype, value)
 
     # ------------------------------------------------------------ functions
+    def function_params(self, function: Function) -> list[tuple[str, ir.Type]]:
+        """The status buffer of a kernel whose data-dependent subscripts are
+        checked (``polyir.ptx.subscripts.STATUS_PARAM``), else nothing."""
+        return subscripts.status_params(function) if self.check_subscripts else []
+
+    def check_subscript(self, lowerer: FunctionLowerer, value: ir.Value,
+                        extent: ir.Value) -> ir.Value:
+        """The i1 "outside" of a data-dependent subscript (the access is guarded
+        by :meth:`guard_subscripts`; a kernel cannot return a status)."""
+        return lowerer.builder.icmp_unsigned(">=", value, extent)
+
+    def guard_subscripts(self, lowerer: FunctionLowerer, buffer: Buffer, pointer: ir.Value,
+                         outside: Sequence[ir.Value]) -> ir.Value:
+        """Record a failure in the status buffer and redirect the access
+        (``polyir.ptx.subscripts.guard_access``)."""
+        return subscripts.guard_access(lowerer, buffer, pointer, outside)
+
     def prepare_function(self, lowerer: FunctionLowerer) -> None:
         function = lowerer.function
         if function.kind != "kernel":

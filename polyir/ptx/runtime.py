@@ -22,6 +22,13 @@ sequence of ``Launch`` nodes, on the current CUDA device:
   (CuPy reduces it to its minimum and maximum and only those two values come
   back: a call with device-resident ids then synchronises once). A violation
   raises :class:`polyir.BoundsError` and nothing runs.
+* Data-dependent subscripts the host cannot hoist are checked in the kernels
+  (``polyir.ptx.subscripts``): such kernels get a status buffer, allocated and
+  zeroed once per program. After the launches of a call its status word is
+  read back (one 4-byte device-to-host copy, which synchronises with the
+  stream; only programs with such kernels pay it) and a nonzero word raises
+  :class:`polyir.BoundsError` naming the function's data-dependent subscripts
+  (outputs may be partly written, as on the CPU); the word is zeroed again.
 * A launch whose grid has a dimension <= 0 runs nothing.
 * The PTX is loaded with ``cupy.RawModule(path=...)`` (``code=`` would be CUDA
   C++ for NVRTC) from a temporary file, the driver JIT-compiling it.
@@ -40,11 +47,12 @@ from typing import Any
 
 import numpy as np
 
-from polyir.errors import ArgumentError, DeviceError
+from polyir.errors import ArgumentError, BoundsError, DeviceError
 from polyir.ir.nodes import Buffer, Launch, Module, Symbol
 from polyir.ir.types import DType, round_to_bf16
 from polyir.llvm.lower import LoweredFunction
 from polyir.polyhedral.assumptions import check_symbol
+from polyir.ptx.subscripts import STATUS_BYTES, STATUS_PARAM
 
 MAX_STATIC_SHARED = 48 * 1024
 
@@ -84,7 +92,7 @@ class _LaunchPlan:
     block: tuple[int, ...]
     symbols: list[tuple[str, str]]              # kernel symbol <- entry symbol
     shape_symbols: list[tuple[str, str, int]]   # kernel symbol <- dimension k of an entry buffer
-    slots: list[tuple[bool, str]]               # (buffer?, entry buffer or kernel symbol name)
+    slots: list[tuple[bool, str]]   # (buffer?, entry buffer, kernel symbol or status parameter)
 
 
 class CudaProgram:
@@ -104,6 +112,11 @@ class CudaProgram:
                                   f"launches cannot run on the CUDA runtime ({type(node).__name__})")
         self._functions: dict[str, Any] = {}
         self._launch_plans: dict[int, _LaunchPlan] = {}
+        # the status buffer of kernels that check data-dependent subscripts
+        self._status = None
+        if any(slot.kind == "extra" and slot.name == STATUS_PARAM
+               for lowered in kernels.values() for slot in lowered.params):
+            self._status = self.cupy.zeros(STATUS_BYTES // 4, dtype=np.int32)
         # each buffer parameter: (name, rank, its dimensions (k, size expression))
         self._shapes = [(p.name, p.rank, list(enumerate(p.shape)))
                         for p in self.entry.params if isinstance(p, Buffer)]
@@ -160,6 +173,23 @@ class CudaProgram:
                     np.copyto(arg.host, cp.asnumpy(widened).reshape(arg.host.shape))
             elif arg.host is not None:
                 np.copyto(arg.host, cp.asnumpy(arg.device).reshape(arg.host.shape))
+        if self._status is not None:
+            self._check_status()
+
+    def _check_status(self) -> None:
+        """Raise :class:`polyir.BoundsError` when a kernel found a data-dependent
+        subscript outside its buffer (the status word is nonzero); zero it again."""
+        assert self._status is not None
+        word = int(self.cupy.asnumpy(self._status[:1])[0])   # synchronises with the stream
+        if word == 0:
+            return
+        self._status.fill(0)
+        from polyir.cpu.bounds import data_dependent_subscripts
+        function = self.bounds.function if self.bounds is not None else self.entry
+        raise BoundsError(f"{self.entry.name}(): a data-dependent subscript took a value outside "
+                          f"its buffer (checked in the kernel: outputs may be partly written); "
+                          f"the function's data-dependent subscripts: "
+                          + "; ".join(data_dependent_subscripts(function)))
 
     def _gather_sources(self, buffers: dict[str, _Argument]) -> dict[str, Any]:
         """The arrays the bounds check reads data-dependent subscripts from: the
@@ -202,6 +232,9 @@ class CudaProgram:
                     shape_symbols.append((name, by_param[param.name], k))
         slots = []
         for slot in self.kernels[launch.kernel].params:
+            if slot.kind == "extra" and slot.name == STATUS_PARAM:
+                slots.append((True, STATUS_PARAM))
+                continue
             if slot.kind not in ("buffer", "symbol"):
                 raise DeviceError(f"kernel '{launch.kernel}': unexpected extra parameter {slot.name}")
             slots.append((slot.kind == "buffer", by_param[slot.name] if slot.kind == "buffer"
@@ -224,7 +257,9 @@ class CudaProgram:
                     env[name] = int(shape[k])
         values: list[Any] = []
         for is_buffer, name in plan.slots:
-            if is_buffer:
+            if name == STATUS_PARAM:
+                values.append(self._status)
+            elif is_buffer:
                 device = buffers[name].device
                 values.append(device.pointer if isinstance(device, _TorchBF16) else device)
             else:

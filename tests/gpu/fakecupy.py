@@ -1,8 +1,10 @@
 """A stand-in for CuPy that runs kernels in the reference interpreter.
 
 It checks ``polyir.ptx.runtime`` without a GPU: argument binding, the order
-of kernel parameters, launch guards, host locals, bf16 device storage and
-copies back to numpy. "Device" arrays are numpy arrays of a subclass; a
+of kernel parameters, launch guards, host locals, bf16 device storage,
+copies back to numpy, and the status buffer of subscripts checked in the
+kernel (an out-of-bounds access in the interpreter sets its status word, as
+the PTX's own check would). "Device" arrays are numpy arrays of a subclass; a
 "launch" runs the kernel's IR with the grid and block it was given, taking
 arguments exactly as the PTX kernel would (bf16 as 16-bit patterns).
 
@@ -18,9 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from polyir.ir.interpreter import interpret
+from polyir.ir.interpreter import InterpretError, interpret
 from polyir.ir.nodes import Buffer, Function, Launch, Module, Symbol
 from polyir.ir.types import DType
+from polyir.llvm.hooks import STATUS_SUBSCRIPT
+from polyir.ptx.subscripts import STATUS_BYTES, STATUS_PARAM
 
 counts: collections.Counter[str] = collections.Counter()
 """``to_device``, ``to_host`` and ``synchronize`` events since the last reset."""
@@ -63,6 +67,12 @@ class _Function:
         from polyir.llvm.lower import signature
         from polyir.ptx.nvptx import NvptxHooks
         slots = signature(kernel, NvptxHooks())
+        status = None
+        if len(args) == len(slots) + 1:   # the status buffer of checked subscripts
+            slots = signature(kernel, NvptxHooks(check_subscripts=True))
+            assert slots[-1].kind == "extra" and slots[-1].name == STATUS_PARAM, slots
+            status = args[-1]
+            assert isinstance(status, ndarray) and status.dtype == np.int32 and status.nbytes == STATUS_BYTES
         assert len(slots) == len(args), (slots, args)
         values: dict[str, Any] = {}
         for slot, value in zip(slots, args, strict=False):
@@ -87,7 +97,12 @@ class _Function:
                                 tuple(p.name for p in kernel.params), shared_mem),))
         self.log.append({"kernel": kernel.name, "grid": tuple(grid), "block": tuple(block),
                          "shared_mem": shared_mem})
-        interpret(Module((host, kernel)), *call_args, parallel_order="reverse")
+        try:
+            interpret(Module((host, kernel)), *call_args, parallel_order="reverse")
+        except InterpretError as error:   # the kernel's own check: record it as the PTX would
+            if status is None or "out of bounds" not in str(error):
+                raise
+            status[0] = STATUS_SUBSCRIPT
         for device, as_float in widened:
             device[...] = (as_float.view(np.uint32) >> 16).astype(np.uint16)
 

@@ -322,6 +322,11 @@ def lower_pow(ctx: LoweringContext, node: torch.fx.Node, a: Operand, b: Operand)
     if isinstance(b, (int, float)) and not isinstance(b, bool):
         if b == 0:
             return pointwise(ctx, node, [a], dtype, lambda x: const(1, dtype))
+        stored = dtype_of(node_meta(node).dtype)
+        if float(b).is_integer() and stored in scalar.EAGER_POWERS.get(int(b), ()):
+            exponent = int(b)   # eager's own arithmetic for this exponent (bit for bit)
+            return pointwise(ctx, node, [a], dtype,
+                             lambda x: scalar.eager_power(x, exponent, dtype, stored))
         if float(b).is_integer() and 1 <= b <= 4:
             exponent = int(b)
             return pointwise(ctx, node, [a], dtype, lambda x: scalar.small_power(x, exponent, dtype))

@@ -6,7 +6,7 @@ type ``dtype`` and returns an expression of that type.
 from __future__ import annotations
 
 from polyir.frontends.lowering.context import const
-from polyir.ir.nodes import BinOp, Call, Compare, Expr, Select
+from polyir.ir.nodes import BinOp, Call, Cast, Compare, Expr, Select
 from polyir.ir.types import DType
 
 
@@ -122,6 +122,29 @@ def small_power(x: Expr, exponent: int, dtype: DType) -> Expr:
             base = BinOp("*", base, base)
     assert result is not None
     return BinOp("/", const(1, dtype), result) if exponent < 0 else result
+
+
+EAGER_POWERS: dict[int, tuple[DType, ...]] = {-2: (DType.F32, DType.F64, DType.BF16), 3: (DType.BF16,)}
+"""The integer exponents torch's CPU kernel computes with plain arithmetic
+(``pow_tensor_scalar_optimized_kernel``), and for which stored types:
+:func:`eager_power` reproduces them. (f16 goes through ``pow`` in eager.)"""
+
+
+def eager_power(x: Expr, exponent: int, dtype: DType, stored: DType) -> Expr:
+    """``x ** exponent`` (a key of :data:`EAGER_POWERS`) as torch's CPU kernel
+    computes it: ``x ** -2`` is ``1 / (x * x)`` (for f32/f64, not the correctly
+    rounded power); for bf16 ``x ** 3`` is ``(x * x) * x`` and ``x ** -2`` is
+    ``1 / (x * x)`` in bf16 arithmetic, every product and quotient rounded to
+    bf16. ``dtype``: the computation type (f32 for bf16); ``stored``: the
+    tensor's type."""
+    def op(symbol: str, a: Expr, b: Expr) -> Expr:
+        value: Expr = BinOp(symbol, a, b)
+        return Cast(dtype, Cast(DType.BF16, value)) if stored is DType.BF16 else value
+
+    assert stored in EAGER_POWERS[exponent], (exponent, stored)
+    if exponent == -2:
+        return op("/", const(1, dtype), op("*", x, x))
+    return op("*", op("*", x, x), x)
 
 
 def nan_max(acc: Expr, value: Expr) -> Expr:
