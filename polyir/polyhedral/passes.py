@@ -23,6 +23,7 @@ import islpy as isl
 
 from polyir.context import PassContext
 from polyir.ir.nodes import For, Function, Module
+from polyir.ir.walk import walk_nodes
 from polyir.passes import register_pass
 from polyir.polyhedral.dependences import MEMORY_KINDS, Dependences, compute_dependences
 from polyir.polyhedral.extract import NotPolyhedral, Scop, extract, map_loops
@@ -96,19 +97,38 @@ def _constant_trip(loop: For) -> int | None:
     return max(0, -(-(high - low) // loop.step))
 
 
-def mark_outermost_parallel(function: Function, deps: Dependences | None = None,
-                            min_trip: int = 2) -> Function:
+def mark_outermost_parallel(function: Function, min_trip: int = 2) -> Function:
     """``function`` with ``parallel=True`` on the loops
     :func:`outermost_parallel_loops` picks (the CPU backend's one loop per
-    nest on the thread team). Returns ``function`` itself when none."""
-    if deps is None:
-        deps = compute_dependences(extract(function), MEMORY_KINDS)
-    chosen = set(outermost_parallel_loops(deps, min_trip))
-    if not chosen:
-        return function
-    body = map_loops(function.body, lambda loop, ident: replace(loop, parallel=True)
-                     if ident in chosen else loop)
-    return replace(function, body=body)
+    nest on the thread team). Each top-level loop nest is analysed alone (a
+    loop's carried dependences are between instances inside it), and only
+    when it has no parallel loop and some loop that may run ``min_trip``
+    times: many small problems instead of one over the whole function.
+    Returns ``function`` itself when nothing changes."""
+    body: list = []
+    changed = False
+    for node in function.body:
+        if not isinstance(node, For) or not _worth_analysing(node, min_trip):
+            body.append(node)
+            continue
+        nest = replace(function, body=(node,))
+        deps = compute_dependences(extract(nest), MEMORY_KINDS)
+        chosen = set(outermost_parallel_loops(deps, min_trip))
+        if chosen:
+            changed = True
+            node = map_loops((node,), lambda loop, ident: replace(loop, parallel=True)
+                             if ident in chosen else loop)[0]
+        body.append(node)
+    return replace(function, body=tuple(body)) if changed else function
+
+
+def _worth_analysing(nest: For, min_trip: int) -> bool:
+    """No loop of ``nest`` is parallel or mapped, and some loop's trip count
+    is not a constant below ``min_trip``."""
+    loops = [n for n in walk_nodes((nest,)) if isinstance(n, For)]
+    if any(loop.parallel or loop.mapping is not None for loop in loops):
+        return False
+    return any((trip := _constant_trip(loop)) is None or trip >= min_trip for loop in loops)
 
 
 def each_host_function(module: Module, ctx: PassContext, pass_name: str,
@@ -148,9 +168,9 @@ class MarkParallel:
 
     def run(self, module: Module, ctx: PassContext) -> Module:
         def change(function: Function) -> Function:
-            deps = ctx.analyses.dependences(function)
             if self.outermost:
-                return mark_outermost_parallel(function, deps, self.min_trip)
+                return mark_outermost_parallel(function, self.min_trip)
+            deps = ctx.analyses.dependences(function)
             result = mark_parallel(function, self.accept_reassociation, deps, self.loops)
             _remark_sequential(ctx, function, deps, self.accept_reassociation, self.loops)
             return result
