@@ -116,8 +116,8 @@ def mark_outermost_parallel(function: Function, min_trip: int = 2) -> Function:
         chosen = set(outermost_parallel_loops(deps, min_trip))
         if chosen:
             changed = True
-            node = map_loops((node,), lambda loop, ident: replace(loop, parallel=True)
-                             if ident in chosen else loop)[0]
+            node = map_loops((node,), lambda loop, ident, chosen=chosen:
+                             replace(loop, parallel=True) if ident in chosen else loop)[0]
         body.append(node)
     return replace(function, body=tuple(body)) if changed else function
 
