@@ -116,10 +116,16 @@ def mark_outermost_parallel(function: Function, min_trip: int = 2) -> Function:
         chosen = set(outermost_parallel_loops(deps, min_trip))
         if chosen:
             changed = True
-            node = map_loops((node,), lambda loop, ident, chosen=chosen:
-                             replace(loop, parallel=True) if ident in chosen else loop)[0]
+            node = map_loops((node,), _marker(chosen))[0]
         body.append(node)
     return replace(function, body=tuple(body)) if changed else function
+
+
+def _marker(chosen: set[int]) -> Callable[[For, int], For]:
+    """A ``map_loops`` rewrite marking the loops whose ids are in ``chosen``."""
+    def mark(loop: For, ident: int) -> For:
+        return replace(loop, parallel=True) if ident in chosen else loop
+    return mark
 
 
 def _worth_analysing(nest: For, min_trip: int) -> bool:
