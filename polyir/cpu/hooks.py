@@ -16,7 +16,7 @@ from polyir.ir.nodes import For
 from polyir.ir.types import DType
 from polyir.llvm.hooks import LoweringHooks
 from polyir.llvm.lower import FunctionLowerer
-from polyir.llvm.mathlib import emit_exp_f32, emit_tanh_f32
+from polyir.llvm.mathlib import emit_erf_f32, emit_exp_f32, emit_tanh_f32
 
 FAST_MATH_FLAGS = ("contract", "reassoc", "nsz")
 """LLVM fast-math flags of float operations under ``fast_math=True``: FMA
@@ -64,9 +64,9 @@ class CpuHooks(LoweringHooks):
 
     def math_call(self, lowerer: FunctionLowerer, fn: str, args: Sequence[ir.Value],
                   dtype: DType) -> ir.Value | None:
-        """float32 ``exp``/``tanh``/``sigmoid`` inline (vectorisable; ``sigmoid`` in the
+        """float32 ``exp``/``tanh``/``sigmoid``/``erf`` inline (vectorisable; ``sigmoid`` in the
         form that neither overflows nor loses its tiny results); libm otherwise."""
-        if dtype is DType.F64 or fn not in ("exp", "tanh", "sigmoid"):
+        if dtype is DType.F64 or fn not in ("exp", "tanh", "sigmoid", "erf"):
             return None
         b = lowerer.builder
         contract = "contract" in self.float_flags    # fast math: FMAs inside exp too
@@ -74,6 +74,8 @@ class CpuHooks(LoweringHooks):
             return emit_exp_f32(b, args[0], contract)
         if fn == "tanh":
             return emit_tanh_f32(b, args[0], contract)
+        if fn == "erf":
+            return emit_erf_f32(b, args[0], contract)
         # sigmoid(x) = 1 / (1 + e) for x >= 0, e / (1 + e) for x < 0, with e = exp(-|x|) <= 1:
         # no overflow, and tiny results (x < -87) stay right down to the subnormals
         x = args[0]

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 import islpy as isl
 
 from polyir.context import PassContext
-from polyir.ir.nodes import For, Function, Module
+from polyir.ir.nodes import For, Function, If, Module
 from polyir.ir.walk import walk_nodes
 from polyir.passes import register_pass
 from polyir.polyhedral.dependences import MEMORY_KINDS, Dependences, compute_dependences
@@ -129,12 +129,30 @@ def _marker(chosen: set[int]) -> Callable[[For, int], For]:
 
 
 def _worth_analysing(nest: For, min_trip: int) -> bool:
-    """No loop of ``nest`` is parallel or mapped, and some loop's trip count
-    is not a constant below ``min_trip``."""
-    loops = [n for n in walk_nodes((nest,)) if isinstance(n, For)]
-    if any(loop.parallel or loop.mapping is not None for loop in loops):
+    """Some loop of ``nest`` has no parallel or GPU-mapped loop around or
+    inside it and a trip count that is not a constant below ``min_trip`` (a
+    candidate of :func:`outermost_parallel_loops`: the packing of a matrix
+    product's panel beside its parallel row blocks, say)."""
+    def busy(loop: For) -> bool:
+        return loop.parallel or loop.mapping is not None
+
+    def free(nodes: tuple, around_busy: bool) -> bool:
+        for node in nodes:
+            if isinstance(node, If):
+                if free(node.then_body + node.else_body, around_busy):
+                    return True
+            elif isinstance(node, For):
+                if around_busy or busy(node):
+                    continue          # everything inside is taken too
+                inside = [n for n in walk_nodes(node.body) if isinstance(n, For)]
+                trip = _constant_trip(node)
+                if not any(busy(n) for n in inside) and (trip is None or trip >= min_trip):
+                    return True
+                if free(node.body, False):
+                    return True
         return False
-    return any((trip := _constant_trip(loop)) is None or trip >= min_trip for loop in loops)
+
+    return free((nest,), False)
 
 
 def each_host_function(module: Module, ctx: PassContext, pass_name: str,
