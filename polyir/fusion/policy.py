@@ -31,7 +31,7 @@ from polyir.ir.canonical import CanonicalForm, canonical_form
 from polyir.ir.nodes import Assign, For, Function
 from polyir.ir.walk import buffer_accesses, loads, walk_nodes
 from polyir.polyhedral.extract import Scop
-from polyir.polyhedral.footprint import footprints
+from polyir.polyhedral.footprint import Footprints, footprints
 from polyir.polyhedral.slices import Slice, SliceError, compute_slice, loop_chain
 from polyir.target import Target
 
@@ -73,11 +73,17 @@ class FusionReport:
 
 
 def working_set(scop: Scop, nest: int, depth: int, sizes: dict[str, int], device: str,
-                only: tuple[str, ...] = (), per_iteration: int = 1) -> tuple[int, int]:
+                only: tuple[str, ...] = (), per_iteration: int = 1,
+                known: dict[tuple[int, int], Footprints] | None = None) -> tuple[int, int]:
     """``(bytes, elements of only)``: what one iteration of nest ``nest``'s first
     ``depth`` loops touches in ``scop`` (footprint boxes, outer variables at 0),
-    ``per_iteration`` times (a producer slice runs its chain body that often)."""
-    found = footprints(scop, nest, depth)
+    ``per_iteration`` times (a producer slice runs its chain body that often).
+    ``known``: footprints of ``scop`` already computed, by ``(nest, depth)``
+    (filled in as they are computed)."""
+    known = {} if known is None else known
+    found = known.get((nest, depth))
+    if found is None:
+        found = known[(nest, depth)] = footprints(scop, nest, depth)
     members = scop.statements_in_nest(nest)
     env = {v: 0 for v in members[0].loop_vars[:depth]}
     env.update({p: sizes.get(p, 64) for p in scop.params})
@@ -123,6 +129,7 @@ def try_pair(function: Function, producer: int, consumer: int, target: Target, c
     last = len(scop.function.body) - 1
     ranked: list[tuple[tuple[float, int], int, Estimate]] = []
     reasons: list[str] = []
+    known: dict[tuple[int, int], Footprints] = {}   # the producer's boxes serve every depth
     for depth in _candidates(function, producer, consumer, options):
         try:
             piece = compute_slice(scop, 0, last, depth, options.sizes)
@@ -130,10 +137,10 @@ def try_pair(function: Function, producer: int, consumer: int, target: Target, c
             reasons.append(f"depth {depth}: {error}")
             continue
         try:
-            ws_consumer, _ = working_set(scop, last, depth, options.sizes, device)
+            ws_consumer, _ = working_set(scop, last, depth, options.sizes, device, known=known)
             chain = len(piece.chain)
             ws_producer, shrunk = working_set(scop, 0, chain, options.sizes, device, piece.buffers,
-                                              _slice_points(piece, options.sizes))
+                                              _slice_points(piece, options.sizes), known)
         except (ValueError, isl.Error) as error:
             reasons.append(f"depth {depth}: no footprint ({error})")
             continue

@@ -229,7 +229,7 @@ def apply_shrink(function: Function, name: str, plan: ShrinkPlan) -> Function:
 def _require_private(scop, name: str, depth: int, loops: list[For]) -> None:  # noqa: ANN001
     """Every read of ``name`` sees a write of the same iteration of ``loops``."""
     time = as_time_map(scop)
-    sources, reads = read_sources(scop, name, time)
+    sources, reads = read_sources(scop, name)
     if not reads.domain().is_subset(sources.domain()):
         raise ShrinkRefused(f"some read of '{name}' sees no write in the same iteration")
     if sources.is_empty():

@@ -22,9 +22,10 @@ computes what ``O`` computes when
 By induction over ``F``'s order each instance then computes the same value as
 the one it copies (statements are functions of the values they read and of
 their iteration vector), and the observable final contents agree. The last
-writers are computed exactly (``polyir.polyhedral.dependences.last_writers``'
-construction). Refused with a reason (never accepted) when a program writes
-through a gather (a may-write) or when an instance map cannot be built.
+writers are computed exactly, without parametric optimisation (as
+``polyir.polyhedral.dependences.last_writers`` does), from the execution
+order of each pair of statements (``polyir.polyhedral.order``). Refused with
+a reason (never accepted) when a program writes through a gather (a may-write) or when an instance map cannot be built.
 
 :func:`check_equivalent` returns a :class:`~polyir.polyhedral.legality.Legality`
 whose reason names the buffer and the first disagreement: the instance, the
@@ -39,9 +40,9 @@ import islpy as isl
 
 from polyir.ir.affine import Aff
 from polyir.ir.nodes import Function
-from polyir.polyhedral.dependences import _lex_gt_map, as_time_map
 from polyir.polyhedral.extract import Scop, aff_to_isl, extract, isl_name
 from polyir.polyhedral.legality import Legality
+from polyir.polyhedral.order import precedence_union
 
 
 @dataclass(frozen=True)
@@ -73,40 +74,45 @@ def _instance_map(new: Scop, old: Scop, copies: Mapping[str, Copy]) -> isl.Union
     return result
 
 
-def _later(time: isl.UnionMap) -> isl.UnionMap:
-    return isl.UnionMap.from_map(_lex_gt_map(time))
+def _touching(scop: Scop, buffer: str, kind: str) -> list[str]:
+    """The statements with an access of ``kind`` to ``buffer``, in order."""
+    return [name for name, stmt in scop.statements.items()
+            if any(a.kind == kind and a.buffer == buffer for a in stmt.accesses)]
 
 
-def read_sources(scop: Scop, buffer: str, time: isl.UnionMap | None = None) -> tuple[isl.UnionMap, isl.UnionMap]:
+def read_sources(scop: Scop, buffer: str) -> tuple[isl.UnionMap, isl.UnionMap]:
     """``([reader -> element] -> last writer, [reader -> element] -> element)``
     for the reads of ``buffer`` (the last writer strictly before the read; a
-    read with no writer before it has no entry). ``time``: the scop's time map
-    (``as_time_map``), when already computed."""
-    time = as_time_map(scop) if time is None else time
+    read with no writer before it has no entry). A write is dropped when
+    another write of the same element falls between it and the read; when no
+    element is written twice, nothing is."""
     reads = scop.access_map("read", buffer=buffer)
     writes = scop.access_map("write", buffer=buffer)
     empty = isl.UnionMap.empty(scop.context.get_space())
     if reads.is_empty() or writes.is_empty():
         return empty, reads.range_map()
-    time = time.intersect_domain(reads.domain().union(writes.domain()))  # only who touches it
-    later = _later(time)
-    sink_time = reads.domain_map().apply_range(time)
-    cand = reads.range_map().apply_range(writes.reverse()).apply_range(time)
-    before = sink_time.range_product(cand).intersect_range(later.wrap()).range_factor_range()
-    last = before.subtract(before.apply_range(later))
-    return last.apply_range(time.reverse()).coalesce(), reads.range_map()
+    writers = _touching(scop, buffer, "write")
+    before_read = precedence_union(scop, writers, _touching(scop, buffer, "read"))   # W[y] -> R[x]
+    same_element = reads.range_map().apply_range(writes.reverse())   # [R[x] -> e] -> W[y]
+    before = same_element.intersect(reads.domain_map().apply_range(before_read.reverse()))
+    if writes.is_injective():   # no element written twice: the only writer before is the last
+        return before.coalesce(), reads.range_map()
+    earlier = precedence_union(scop, writers, writers).reverse()   # W2[y2] -> W1[y1], y1 first
+    last = before.subtract(before.apply_range(earlier))
+    return last.coalesce(), reads.range_map()
 
 
-def final_writers(scop: Scop, buffer: str, time: isl.UnionMap | None = None) -> isl.UnionMap:
+def final_writers(scop: Scop, buffer: str) -> isl.UnionMap:
     """``element -> the instance that writes it last``."""
-    time = as_time_map(scop) if time is None else time
     writes = scop.access_map("write", buffer=buffer)
     if writes.is_empty():
         return isl.UnionMap.empty(scop.context.get_space())
-    time = time.intersect_domain(writes.domain())
-    written = writes.reverse().apply_range(time)
-    last = written.subtract(written.apply_range(_later(time)))
-    return last.apply_range(time.reverse()).coalesce()
+    written = writes.reverse()
+    if writes.is_injective():
+        return written.coalesce()
+    writers = _touching(scop, buffer, "write")
+    earlier = precedence_union(scop, writers, writers).reverse()
+    return written.subtract(written.apply_range(earlier)).coalesce()
 
 
 def check_equivalent(original: Function | Scop, rewritten: Function, copies: Iterable[Copy],
@@ -131,7 +137,6 @@ def check_equivalent(original: Function | Scop, rewritten: Function, copies: Ite
                 return Legality(False, f"{what}: statement {stmt.name} writes through a gather "
                                        f"(a may-write), which this check does not model")
     h = _instance_map(new, old, by_name)
-    old_time, new_time = as_time_map(old), as_time_map(new)
     checked = set(new.buffers) | set(old.buffers)
     if buffers is not None:
         checked &= set(buffers)
@@ -139,12 +144,12 @@ def check_equivalent(original: Function | Scop, rewritten: Function, copies: Ite
     written = {a.buffer for scop in (old, new) for s in scop.statements.values() for a in s.writes}
     checked &= written
     for buffer in sorted(checked):
-        problem = _reads_agree(old, new, h, buffer, old_time, new_time)
+        problem = _reads_agree(old, new, h, buffer)
         if problem:
             return Legality(False, f"{what}: {problem}")
     for buffer in sorted(set(observable) & checked):
-        mapped = final_writers(new, buffer, new_time).apply_range(h)
-        expected = final_writers(old, buffer, old_time)
+        mapped = final_writers(new, buffer).apply_range(h)
+        expected = final_writers(old, buffer)
         if not mapped.is_equal(expected):
             diff = mapped.subtract(expected).union(expected.subtract(mapped))
             return Legality(False, f"{what}: the final contents of {buffer} would change "
@@ -152,10 +157,9 @@ def check_equivalent(original: Function | Scop, rewritten: Function, copies: Ite
     return Legality(True)
 
 
-def _reads_agree(old: Scop, new: Scop, h: isl.UnionMap, buffer: str, old_time: isl.UnionMap,
-                 new_time: isl.UnionMap) -> str:
-    new_sources, new_reads = read_sources(new, buffer, new_time)
-    old_sources, old_reads = read_sources(old, buffer, old_time)
+def _reads_agree(old: Scop, new: Scop, h: isl.UnionMap, buffer: str) -> str:
+    new_sources, new_reads = read_sources(new, buffer)
+    old_sources, old_reads = read_sources(old, buffer)
     if new_reads.is_empty():
         return ""
     elements = new_reads.range()

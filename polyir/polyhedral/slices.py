@@ -153,7 +153,8 @@ def _count(target: isl.Set, cap: int = 100_000) -> int | None:
     """The integer points of a parameter-free set, or None when there may be
     more than ``cap`` to enumerate (then nothing is enumerated). The set is
     split into disjoint pieces; a piece that is a box once the dimensions
-    fixed by the others are dropped is counted by the product of its extents."""
+    fixed by the others are dropped is counted by the product of its extents,
+    any other by isl's enumeration when its box holds at most what is left of ``cap``."""
     flat = target.flatten()
     if flat.is_empty():
         return 0
@@ -176,13 +177,7 @@ def _count(target: isl.Set, cap: int = 100_000) -> int | None:
             continue
         if product > budget:
             return None
-        count = 0
-
-        def add(_point: isl.Point) -> None:
-            nonlocal count
-            count += 1
-
-        piece.foreach_point(add)
+        count = int(piece.count_val().to_python())   # isl enumerates, no Python per point
         total += count
         budget -= count
     return total

@@ -76,7 +76,7 @@ from polyir.polyhedral.legality import (
     compose_origins,
 )
 from polyir.target import Target
-from polyir.tiling.bands import nest_dependences, nest_of, perfect_chain
+from polyir.tiling.bands import nest_of, perfect_chain, reused_dependences
 from polyir.tiling.copies import copy_buffer
 from polyir.tiling.hoist import find_copy, hoist_copy, kept_loops
 from polyir.tiling.interchange import interchange_band
@@ -513,8 +513,9 @@ def auto_tile_function(function: Function, target: Target, remark: Remark,
             function, lambda f, band: [p.kind for p in candidate_plans(f, band, target, gemm_work,
                                                                        register_work, parallel)],
             remark)
+    widened: dict[int, tuple[Function, Dependences]] = {}   # the nests widening analysed
     if widen:
-        function = widen_function(function, target, remark, reduction_jam(target, 1))
+        function = widen_function(function, target, remark, reduction_jam(target, 1), widened)
     deps_cache: dict[int, Dependences] = {}
     # The unrolls of lane blocks' lane loops wait until every band is planned:
     # the later bands of the same nest are then proven against the rolled form
@@ -538,7 +539,7 @@ def auto_tile_function(function: Function, target: Target, remark: Remark,
         index = nest_of(function, chain[0])
         try:
             if index not in deps_cache:
-                deps_cache[index] = nest_dependences(function, index)
+                deps_cache[index] = reused_dependences(widened.get(index), function, index)
             deps = deps_cache[index]
         except NotPolyhedral as error:
             remark(where, f"not tiled: {error}", "missed")

@@ -107,6 +107,16 @@ def nest_dependences(function: Function, index: int) -> Dependences:
     return compute_dependences(extract(nest_function(function, index)), MEMORY_KINDS)
 
 
+def reused_dependences(known: tuple[Function, Dependences] | None, function: Function,
+                       index: int) -> Dependences:
+    """:func:`nest_dependences` of top-level node ``index`` of ``function``, or
+    ``known[1]`` when ``known`` analysed the same nest (the function it holds,
+    reduced to node ``index``, equals ``function`` reduced to it)."""
+    if known is not None and nest_function(known[0], index) == nest_function(function, index):
+        return known[1]
+    return nest_dependences(function, index)
+
+
 def loops_inside(nodes: Sequence[Node]) -> list[For]:
     """Every loop under ``nodes``, in pre-order."""
     return [n for n in walk_nodes(nodes) if isinstance(n, For)]

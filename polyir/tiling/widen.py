@@ -41,10 +41,11 @@ from polyir.ir.affine import Aff
 from polyir.ir.names import claim_name, names_in
 from polyir.ir.nodes import Assign, Buffer, For, Function, If, Load, Node
 from polyir.ir.walk import loads, map_loads, substitute, walk_nodes
+from polyir.polyhedral.dependences import Dependences
 from polyir.polyhedral.extract import NotPolyhedral, affine_index, expr_loads, reduction_of
 from polyir.polyhedral.legality import Origin, check_rewrite
 from polyir.target import Target
-from polyir.tiling.bands import nest_dependences, nest_function, nest_of, perfect_chain, replace_node
+from polyir.tiling.bands import nest_function, nest_of, perfect_chain, replace_node, reused_dependences
 from polyir.tiling.levels import ELEMENT_BYTES, trip_count
 
 Remark = Callable[[str, str, str], None]
@@ -241,10 +242,14 @@ def _widen_accesses(nodes: tuple[Node, ...], shared: set[str], index: tuple[Aff,
     return tuple(visit(n) for n in nodes)
 
 
-def widen_function(function: Function, target: Target, remark: Remark, factor: int) -> Function:
+def widen_function(function: Function, target: Target, remark: Remark, factor: int,
+                   analysed: dict[int, tuple[Function, Dependences]] | None = None) -> Function:
     """``function`` with every band that :func:`widen_band` fits widened,
     each proven against its nest's dependences (a refusal or a failed proof
-    leaves the band as it was and says why in a ``missed`` remark)."""
+    leaves the band as it was and says why in a ``missed`` remark).
+    ``analysed`` receives, by top-level index, each nest's dependences with
+    the function they were computed for (``bands.reused_dependences``)."""
+    analysed = {} if analysed is None else analysed
     from polyir.ir.names import UnknownLoop, find_loop
     from polyir.tiling.autotile import find_bands
     for found in find_bands(function):
@@ -258,7 +263,8 @@ def widen_function(function: Function, target: Target, remark: Remark, factor: i
         where = f"function '{function.name}', loop '{chain[0].var}'"
         try:
             index = nest_of(function, chain[0])
-            deps = nest_dependences(function, index)
+            deps = reused_dependences(analysed.get(index), function, index)
+            analysed[index] = (function, deps)
             result, origins, var = widen_band(function, chain, factor, target)
             check_rewrite(deps, nest_function(result, index), what=f"widening loop '{inner.var}'",
                           origins=origins).require()
