@@ -3,8 +3,9 @@
 Draws random programs for as long as ``--minutes`` allows and checks, per
 program:
 
-* ``native``: ``programs()`` through the native CPU backend (default pipeline)
-  against the reference interpreter;
+* ``native``: ``programs()`` through the native CPU backend (default pipeline;
+  for half of them on a two-thread target that dispatches every parallel loop
+  the pipeline marks) against the reference interpreter;
 * ``passes``: one pass of :data:`PASSES` (in turn) with
   ``assert_preserves_or_refuses``;
 * ``gpu``: ``mark-parallel,gpu-map`` run in the interpreter with shuffled
@@ -63,7 +64,8 @@ CHUNK = 25
 
 
 def _native(module: Module, seed: int) -> None:
-    executable = compile_ir(module, "cpu", cache_dir=None)
+    # odd seeds: two threads for every parallel loop the default pipeline marks
+    executable = compile_ir(module, TEAM if seed % 2 else "cpu", cache_dir=None)
     expected = random_arguments(module, seed)
     got = [a.copy() if isinstance(a, np.ndarray) else a for a in expected]
     polyir.interpret(module, *expected)
