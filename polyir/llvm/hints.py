@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 
 from polyir.ir.affine import Aff
-from polyir.ir.nodes import Assign, For, Function
+from polyir.ir.nodes import Assign, For, Function, Node
 from polyir.ir.walk import walk_nodes
 
 LOGGER = logging.getLogger("polyir.llvm")
@@ -41,3 +41,41 @@ def reorders_float_reduction(loop: For, function: Function) -> bool:
         return True
     return False
 
+
+
+JAMMED_COPY_MIN_TRIPS = 16
+"""Sibling lane loops shorter than this keep LLVM's full unrolling (fewer
+iterations than a float vector of 512 bits has lanes)."""
+
+
+def jammed_copies(nodes: tuple[Node, ...] | list[Node]) -> frozenset[int]:
+    """The ``id`` of each loop among ``nodes`` that is one of two or more sibling
+    copies of a lane loop, as a depth-limited unroll-and-jam leaves them
+    (``for r { for j {S}; for j_1 {S_1}; ... }``): innermost, with a constant
+    trip count of at least :data:`JAMMED_COPY_MIN_TRIPS`, no unroll or vectorize
+    factor of their own, and no statement that updates one element on every
+    iteration (a reduction along the loop, which LLVM would not vectorise).
+
+    Lowered with ``llvm.loop.unroll.disable`` the loop vectoriser still turns
+    each copy into vector code, while LLVM's full unrolling would make a copy's
+    iterations into scalar statements for the SLP vectoriser to put back
+    together, and leave the enclosing loop with hundreds of memory accesses for
+    the loop-access analysis (quadratic) of the loop vectoriser and of loop load
+    elimination: the transformer encoder's attention spent half of its O3 time
+    there, for the same machine code."""
+    from polyir.llvm.lower import constant_trip_count
+
+    candidates = [node for node in nodes if isinstance(node, For) and node.unroll == 0
+                  and node.vectorize == 0 and not node.parallel and node.mapping is None
+                  and all(isinstance(inner, Assign) for inner in node.body)
+                  and (constant_trip_count(node) or 0) >= JAMMED_COPY_MIN_TRIPS
+                  and all(_along(inner, node.var) for inner in node.body)]
+    if len(candidates) < 2:
+        return frozenset()
+    return frozenset(id(loop) for loop in candidates)
+
+
+def _along(node: Node, var: str) -> bool:
+    """Whether ``node`` is a statement whose subscripts are affine and one of them uses ``var``."""
+    return isinstance(node, Assign) and all(isinstance(index, Aff) for index in node.indices) \
+        and any(isinstance(index, Aff) and var in index.variables() for index in node.indices)

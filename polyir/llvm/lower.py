@@ -74,7 +74,7 @@ What hooks may use on ``FunctionLowerer`` (stable): ``builder``, ``function``
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from llvmlite import ir
 
@@ -96,7 +96,7 @@ from polyir.ir.nodes import (
 from polyir.ir.types import MemorySpace
 from polyir.ir.walk import FRAGMENT_NODES, buffers_used
 from polyir.llvm.exprs import ExprLowering
-from polyir.llvm.hints import reorders_float_reduction
+from polyir.llvm.hints import jammed_copies, reorders_float_reduction
 from polyir.llvm.hooks import I1, I32, I64, STACK_LIMIT_BYTES, LoweringHooks, where
 from polyir.llvm.row_block import lower_row_block, match_row_block
 
@@ -475,7 +475,12 @@ class FunctionLowerer(ExprLowering):
 
     # ------------------------------------------------------------- nodes
     def lower_body(self, nodes: Iterable[Node]) -> None:
+        nodes = tuple(nodes)
+        copies = jammed_copies(nodes)
         for node in nodes:
+            if id(node) in copies:
+                assert isinstance(node, For)
+                node = replace(node, unroll=1)   # LLVM vectorises it; no full unroll first
             self.lower_node(node)
 
     def lower_node(self, node: Node) -> None:
