@@ -11,9 +11,11 @@ is not passed to LLVM (and a warning on the ``polyir`` logger says so).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from polyir.ir.affine import Aff
 from polyir.ir.nodes import Assign, For, Function, Node
+from polyir.ir.types import DType
 from polyir.ir.walk import walk_nodes
 
 LOGGER = logging.getLogger("polyir.llvm")
@@ -43,34 +45,39 @@ def reorders_float_reduction(loop: For, function: Function) -> bool:
 
 
 
-JAMMED_COPY_MIN_TRIPS = 16
-"""Sibling lane loops shorter than this keep LLVM's full unrolling (fewer
-iterations than a float vector of 512 bits has lanes)."""
+def jammed_copies(nodes: tuple[Node, ...], function: Function,
+                  lanes: Callable[[DType], int]) -> frozenset[int]:
+    """The ``id`` of each loop among ``nodes`` when they are two or more sibling
+    one-vector loops and nothing else, as a depth-limited unroll-and-jam leaves
+    the copies of a lane loop (``for r { for j {S}; for j_1 {S_1}; ... }``): innermost, with a
+    constant trip count of exactly ``lanes(dtype)`` (at least 8) for the type of
+    every buffer its statements store into (``function`` gives the buffers), no
+    unroll or vectorize factor of their own, and no statement that updates one
+    element on every iteration (a reduction along the loop, which LLVM would not
+    vectorise).
 
-
-def jammed_copies(nodes: tuple[Node, ...] | list[Node]) -> frozenset[int]:
-    """The ``id`` of each loop among ``nodes`` that is one of two or more sibling
-    copies of a lane loop, as a depth-limited unroll-and-jam leaves them
-    (``for r { for j {S}; for j_1 {S_1}; ... }``): innermost, with a constant
-    trip count of at least :data:`JAMMED_COPY_MIN_TRIPS`, no unroll or vectorize
-    factor of their own, and no statement that updates one element on every
-    iteration (a reduction along the loop, which LLVM would not vectorise).
-
-    Lowered with ``llvm.loop.unroll.disable`` the loop vectoriser still turns
-    each copy into vector code, while LLVM's full unrolling would make a copy's
+    Lowered with ``llvm.loop.unroll.disable`` the loop vectoriser turns each copy
+    into one vector iteration, while LLVM's full unrolling would make its
     iterations into scalar statements for the SLP vectoriser to put back
     together, and leave the enclosing loop with hundreds of memory accesses for
     the loop-access analysis (quadratic) of the loop vectoriser and of loop load
     elimination: the transformer encoder's attention spent half of its O3 time
-    there, for the same machine code."""
+    there, for the same machine code. Longer copies keep full unrolling: it is
+    what lets LLVM keep a register tile's accumulators in registers."""
     from polyir.llvm.lower import constant_trip_count
 
-    candidates = [node for node in nodes if isinstance(node, For) and node.unroll == 0
-                  and node.vectorize == 0 and not node.parallel and node.mapping is None
-                  and all(isinstance(inner, Assign) for inner in node.body)
-                  and (constant_trip_count(node) or 0) >= JAMMED_COPY_MIN_TRIPS
-                  and all(_along(inner, node.var) for inner in node.body)]
-    if len(candidates) < 2:
+    candidates = []
+    for node in nodes:
+        if not isinstance(node, For) or node.unroll or node.vectorize or node.parallel \
+                or node.mapping is not None or not node.body \
+                or not all(_along(inner, node.var) for inner in node.body):
+            continue
+        widths = {lanes(function.buffers[inner.buffer].dtype) for inner in node.body
+                  if isinstance(inner, Assign) and inner.buffer in function.buffers}
+        trips = constant_trip_count(node)
+        if len(widths) == 1 and trips is not None and trips >= 8 and widths == {trips}:
+            candidates.append(node)
+    if len(candidates) < 2 or len(candidates) < len(nodes):
         return frozenset()
     return frozenset(id(loop) for loop in candidates)
 

@@ -476,7 +476,7 @@ class FunctionLowerer(ExprLowering):
     # ------------------------------------------------------------- nodes
     def lower_body(self, nodes: Iterable[Node]) -> None:
         nodes = tuple(nodes)
-        copies = jammed_copies(nodes)
+        copies = jammed_copies(nodes, self.function, self.hooks.row_block_lanes)
         for node in nodes:
             if id(node) in copies:
                 assert isinstance(node, For)
