@@ -11,9 +11,11 @@ is not passed to LLVM (and a warning on the ``polyir`` logger says so).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from polyir.ir.affine import Aff
-from polyir.ir.nodes import Assign, For, Function
+from polyir.ir.nodes import Assign, For, Function, Node
+from polyir.ir.types import DType
 from polyir.ir.walk import walk_nodes
 
 LOGGER = logging.getLogger("polyir.llvm")
@@ -41,3 +43,46 @@ def reorders_float_reduction(loop: For, function: Function) -> bool:
         return True
     return False
 
+
+
+def jammed_copies(nodes: tuple[Node, ...], function: Function,
+                  lanes: Callable[[DType], int]) -> frozenset[int]:
+    """The ``id`` of each loop among ``nodes`` when they are two or more sibling
+    one-vector loops and nothing else, as a depth-limited unroll-and-jam leaves
+    the copies of a lane loop (``for r { for j {S}; for j_1 {S_1}; ... }``): innermost, with a
+    constant trip count of exactly ``lanes(dtype)`` (at least 8) for the type of
+    every buffer its statements store into (``function`` gives the buffers), no
+    unroll or vectorize factor of their own, and no statement that updates one
+    element on every iteration (a reduction along the loop, which LLVM would not
+    vectorise).
+
+    Lowered with ``llvm.loop.unroll.disable`` the loop vectoriser turns each copy
+    into one vector iteration, while LLVM's full unrolling would make its
+    iterations into scalar statements for the SLP vectoriser to put back
+    together, and leave the enclosing loop with hundreds of memory accesses for
+    the loop-access analysis (quadratic) of the loop vectoriser and of loop load
+    elimination: the transformer encoder's attention spent half of its O3 time
+    there, for the same machine code. Longer copies keep full unrolling: it is
+    what lets LLVM keep a register tile's accumulators in registers."""
+    from polyir.llvm.lower import constant_trip_count
+
+    candidates = []
+    for node in nodes:
+        if not isinstance(node, For) or node.unroll or node.vectorize or node.parallel \
+                or node.mapping is not None or not node.body \
+                or not all(_along(inner, node.var) for inner in node.body):
+            continue
+        widths = {lanes(function.buffers[inner.buffer].dtype) for inner in node.body
+                  if isinstance(inner, Assign) and inner.buffer in function.buffers}
+        trips = constant_trip_count(node)
+        if len(widths) == 1 and trips is not None and trips >= 8 and widths == {trips}:
+            candidates.append(node)
+    if len(candidates) < 2 or len(candidates) < len(nodes):
+        return frozenset()
+    return frozenset(id(loop) for loop in candidates)
+
+
+def _along(node: Node, var: str) -> bool:
+    """Whether ``node`` is a statement whose subscripts are affine and one of them uses ``var``."""
+    return isinstance(node, Assign) and all(isinstance(index, Aff) for index in node.indices) \
+        and any(isinstance(index, Aff) and var in index.variables() for index in node.indices)
