@@ -36,7 +36,7 @@ REQUEST = struct.Struct("<IIII")
 REPLY = struct.Struct("<IQQ")
 OBJECTS_PER_WORKER = 1000
 """A worker is replaced after this many objects: llvmlite keeps about 75 KiB
-per optimisation that it never returns (see ``polyir.cpu.jit.optimise``), so
+per optimisation that it never returns (see ``polyir.cpu.machine.optimise``), so
 a long-lived worker would grow without bound (1,000 objects: about 75 MiB)."""
 
 

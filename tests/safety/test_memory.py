@@ -1,7 +1,7 @@
 """No memory growth per compiled kernel beyond its code: an executable nobody
 holds is freed with its JIT engine, and compiling more kernels does not grow
 polyir's Python heap (what LLVM's own pass pipeline keeps is measured in
-``polyir.cpu.jit.optimise``'s docstring)."""
+``polyir.cpu.machine.optimise``'s docstring)."""
 from __future__ import annotations
 
 import gc
