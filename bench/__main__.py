@@ -8,7 +8,8 @@ Sections: kernels (corpus vs numpy), models (vs eager and Inductor), fusion
 (nests and intermediate bytes before and after fusion, and the time of both
 builds, realistic model sizes included), attention (fused attention vs
 scaled_dot_product_attention and Inductor), tiling (matrix products through
-auto-tile vs numpy, f32/f64, 1 and 2 threads), compile
+auto-tile vs numpy, f32/f64, 1 and 2 threads), conv (ResNet-18/50 and MobileNetV2
+convolutions vs torch's own, oneDNN), compile
 (cold/warm compile time vs Inductor), scaling (N stacked layers), dynamic
 (one dynamic=True compile called at 10 sizes vs specialised builds and Inductor), native
 (bench/cpu_bench.py), gpu (target="cuda"; nothing without a GPU), jax_models
@@ -32,8 +33,8 @@ def _threads_label() -> str:
     from bench import config
     return "all cores" if config.THREADS is None else str(config.THREADS)
 
-SECTIONS = ("kernels", "models", "fusion", "attention", "tiling", "compile", "scaling", "dynamic",
-            "native", "gpu", "jax_models", "polly")
+SECTIONS = ("kernels", "models", "fusion", "attention", "tiling", "conv", "compile", "scaling",
+            "dynamic", "native", "gpu", "jax_models", "polly")
 FORMAT = 1
 """Version of the layout of results.json (bump when fields change meaning)."""
 

@@ -2,8 +2,8 @@
 
 For each model (the models section's, plus realistic sizes: a GPT-2-small
 block at d=768 and sequence 128, a BERT-base encoder layer, a ResNet-18 basic
-block at 64 channels and 56x56, and its single 3x3 convolution alone) at
-batch 1 and 8 it reports
+block at 64 channels and 56x56, its single 3x3 convolution alone, and a whole
+ResNet-18 at 224x224, batch 1 only) at batch 1 and 8 it reports
 
 * top-level loop nests and bytes of intermediate (local) buffers of the
   compiled functions without fusion (``pipeline=""``) and with the default
@@ -63,6 +63,49 @@ class BasicBlock(nn.Module):
         return torch.relu(x + self.bn2(self.conv2(y)))
 
 
+class DownBlock(nn.Module):
+    """ResNet's downsampling basic block: a stride-2 3x3 convolution, a 3x3 one,
+    and a 1x1 stride-2 convolution with batch norm on the shortcut."""
+
+    def __init__(self, cin: int, cout: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride=2, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride=2, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.bn1(self.conv1(x)))
+        return torch.relu(self.down(x) + self.bn2(self.conv2(y)))
+
+
+class ResNet18(nn.Module):
+    """ResNet-18 for 224x224 images, written out (no torchvision): the 7x7
+    stride-2 stem with batch norm, ReLU and a 3x3 max pool, four stages of two
+    basic blocks (the first of the last three downsampling), average pooling
+    and a 1000-way linear head. Batch norm statistics are randomised so that
+    they are not the identity."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64),
+                                  nn.ReLU(), nn.MaxPool2d(3, 2, 1))
+        blocks: list[nn.Module] = [BasicBlock(64), BasicBlock(64)]
+        for cin, cout in ((64, 128), (128, 256), (256, 512)):
+            blocks += [DownBlock(cin, cout), BasicBlock(cout)]
+        self.blocks = nn.Sequential(*blocks)
+        self.fc = nn.Linear(512, 1000)
+        for module in self.modules():
+            if isinstance(module, nn.BatchNorm2d):
+                module.running_mean.uniform_(-0.1, 0.1)
+                module.running_var.uniform_(0.5, 1.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.blocks(self.stem(x))
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
+
+
 def bert_layer() -> nn.Module:
     """A BERT-base encoder layer (d=768, 12 heads, feed-forward 3072, post-norm, GELU)."""
     return nn.TransformerEncoderLayer(768, 12, dim_feedforward=3072, dropout=0.0, activation="gelu",
@@ -75,7 +118,11 @@ REALISTIC: dict[str, tuple[Callable[[], nn.Module], Callable[[int], tuple[torch.
     "resnet18_block_64x56x56": (BasicBlock, lambda b: (torch.randn(b, 64, 56, 56),)),
     "conv2d_3x3_64x56x56": (lambda: nn.Conv2d(64, 64, 3, padding=1, bias=False),
                             lambda b: (torch.randn(b, 64, 56, 56),)),
+    "resnet18_224": (ResNet18, lambda b: (torch.randn(b, 3, 224, 224),)),
 }
+BATCHES: dict[str, tuple[int, ...]] = {"resnet18_224": (1,)}
+"""Models measured at fewer batch sizes than 1 and 8 (a whole ResNet-18 at batch 8
+takes most of a minute to compile and time)."""
 
 
 def intermediate_bytes(module: Any) -> tuple[int, int]:
@@ -154,7 +201,7 @@ def run(quick: bool) -> list[dict[str, Any]]:
         warm_up_inductor()
     rows = []
     for name in names:
-        for batch in batches:
+        for batch in [b for b in batches if b in BATCHES.get(name, batches)]:
             row = bench_fusion(name, batch, repeats if name not in REALISTIC else 3, not quick)
             print(f"  {name} b{batch}: nests {row.get('unfused_nests')} -> {row.get('fused_nests')}, "
                   f"bytes {row.get('unfused_intermediate_bytes')} -> {row.get('fused_intermediate_bytes')}, "
@@ -163,3 +210,28 @@ def run(quick: bool) -> list[dict[str, Any]]:
                   flush=True)
             rows.append(row)
     return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m bench.fusion [--threads N] [--batch B] MODEL...``: the rows of
+    the named models (of the models section or the realistic ones) alone."""
+    import argparse
+
+    from bench.config import configure_threads
+    parser = argparse.ArgumentParser(prog="python -m bench.fusion")
+    parser.add_argument("models", nargs="+", choices=[*MODELS, *REALISTIC])
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--batch", type=int, action="append")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args(argv)
+    configure_threads(args.threads)
+    warm_up_polyir()
+    warm_up_inductor()
+    for name in args.models:
+        for batch in args.batch or BATCHES.get(name, (1, 8)):
+            row = bench_fusion(name, batch, args.repeats, True)
+            print({k: v for k, v in row.items() if not k.endswith("_spread")}, flush=True)
+
+
+if __name__ == "__main__":
+    main()

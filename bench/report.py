@@ -38,6 +38,9 @@ TABLES: dict[str, tuple[str, list[str]]] = {
                ["name", "shape", "dtype", "threads", "polyir_s", "numpy_s", "ratio_vs_numpy",
                 "polyir_gflops", "numpy_gflops", "polyir_2_vs_1", "numpy_2_vs_1", "compile_s",
                 "note"]),
+    "conv": ("convolutions (ResNet-18/50, MobileNetV2 shapes) vs torch's own (seconds per call)",
+             ["name", "shape", "dtype", "threads", "polyir_s", "torch_s", "ratio_vs_torch", "plan",
+              "compile_s", "note"]),
     "native": ("native CPU micro-benchmarks (bench/cpu_bench.py)",
                ["name", "shape", "polyir_s", "peer", "peer_s", "ratio", "note"]),
     "gpu": ("GPU (target=\"cuda\")", ["name", "shape", "dtype", "polyir_s", "peer", "peer_s", "ratio",
@@ -234,6 +237,7 @@ def write_plots(report: dict[str, Any], out: Path) -> list[Path]:
 ROW_KEYS: dict[str, tuple[str, ...]] = {
     "kernels": ("name",), "models": ("model", "batch"), "compile": ("model",),
     "scaling": ("layers",), "dynamic": ("size",), "tiling": ("name", "shape", "dtype", "threads"),
+    "conv": ("name", "threads"),
     "native": ("name", "shape"), "gpu": ("name", "shape", "peer"), "polly": ("name",),
 }
 """The fields that identify a row of each section across runs."""

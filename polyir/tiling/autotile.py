@@ -114,7 +114,7 @@ from polyir.tiling.passes import (
     Tile,
     UnrollJam,
 )
-from polyir.tiling.sizes import gemm_sizes, hoist_budget, lanes, reduction_jam, register_tile
+from polyir.tiling.sizes import RegisterTile, gemm_sizes, hoist_budget, lanes, reduction_jam, register_tile
 from polyir.tiling.spill import spill_for_tiling
 from polyir.tiling.split import split_tiles
 from polyir.tiling.tile import tile_band
@@ -198,7 +198,8 @@ def candidate_plans(function: Function, chain: Sequence[For], target: Target,
     # shared by the batch loops: a 1x1 convolution, whose matrix-product plan
     # would vectorise the short output width)
     windows = [c for c in options if c.windowed
-               or (c.shared_right and c.output_order != tuple(range(len(c.output_order))))]
+               or (c.shared_right and c.output_order != tuple(range(len(c.output_order)))
+                   and not _short_reduction(c, target))]
     for option in sorted(windows, key=lambda c: -_window_score(c, target)):
         plans += _window_plans(function, option, target, register_work)
     if options:
@@ -300,11 +301,31 @@ PACK_ROW_VECTORS = 2
 """Vectors of rows in a packed row tile (:func:`_packed_rows`)."""
 
 
+def _short_reduction(c: Contraction, target: Target) -> bool:
+    """A 1x1 convolution whose sums are shorter than ``SHORT_REDUCTION_VECTORS``
+    vectors: its register tile over the output channels would copy each
+    accumulator tile in and out transposed (an element moved twice per
+    ``K / lanes`` vector FMAs), which costs more than the product; the plans
+    of a matrix product over the output's own layout come first
+    (MobileNetV2's 1x1 from 16 channels to 96 at 112x112, one thread:
+    1.5 -> 0.75 ms). Only when the output rows (``c.i``, the width) are at
+    least two vectors long: a narrow output keeps the channels vectorised."""
+    extents = [c.extent(k) for k in c.k]
+    width = c.extent(c.i)
+    vector = lanes(target, c.element_bytes)
+    if any(e is None for e in extents) or width is None or width < 2 * vector:
+        return False
+    return math.prod(extents) < SHORT_REDUCTION_VECTORS * vector  # type: ignore[arg-type]
+
+
+SHORT_REDUCTION_VECTORS = 4
+
+
 def _window_score(c: Contraction, target: Target) -> float:
     """How well the register tile of roles ``c`` fits: FMAs per loaded vector
     times the share of the work in full tiles (known extents)."""
     m, n = c.extent(c.i), c.extent(c.j)
-    tile = register_tile(target, c.element_bytes, m, n)
+    tile = register_tile(target, c.element_bytes, m, n, WINDOW_REGISTERS)
     score = tile.accumulators / (tile.mr + tile.nr // tile.lanes)
     for extent, size in ((m, tile.mr), (n, tile.nr)):
         if extent is not None and extent > 0:
@@ -325,11 +346,12 @@ def _window_plans(function: Function, c: Contraction, target: Target, register_w
         return []
     if not c.unit_right and c.right_order[-1] == len(c.right_order) - 1:
         return []  # j in the last subscript with a stride: packing keeps the stride
-    tile = register_tile(target, c.element_bytes, c.extent(c.i), n)
+    tile = register_tile(target, c.element_bytes, c.extent(c.i), n, WINDOW_REGISTERS)
     if tile.nr < MIN_COLUMN_VECTORS * tile.lanes:
         return []
     pack_at = _reuse_scope(function, c)
-    steps = window_register_plan(c, tile, set(names_in(function)), pack_at)
+    kc = None if pack_at is not None else window_kc(target, c, tile)
+    steps = window_register_plan(c, tile, set(names_in(function)), pack_at, kc)
     pack = next((step for step in steps if isinstance(step, Pack)), None)
     where = "" if pack is None else \
         f", {c.right} packed with {c.j} last per iteration of loop {pack.at}"
@@ -337,6 +359,44 @@ def _window_plans(function: Function, c: Contraction, target: Target, register_w
                      f"convolution register tile (rows {c.i}, columns {c.j}, reduction "
                      f"{', '.join(c.k)}): Mr x Nr = {tile}{where}")]
 
+
+def window_kc(target: Target, c: Contraction, tile: RegisterTile) -> int | None:
+    """Iterations of the first reduction loop per block of a convolution's
+    packed panel (``levels.window_register_plan``), or ``None`` for one block:
+    the panel (every reduction iteration by ``Nr`` columns) is read once per
+    row tile and should stay in L2 with room for the rows streaming through;
+    above :data:`WINDOW_PANEL_SHARE` of L2 it is cut into the fewest equal
+    blocks that fit. Measured on ResNet-18's 3x3 convolutions (one thread):
+    256 channels at 14x14 3.75 -> 3.08 ms, 512 at 7x7 5.6 -> 4.5 ms; an eighth
+    or a half of L2 did as well, blocks sized for L1 (BLIS's ``Kc``) worse
+    (5.1 and 8.0 ms: the accumulators' transposed copies repeat per block)."""
+    extents = [c.extent(k) for k in c.k]
+    if any(e is None for e in extents) or not extents:
+        return None
+    first, rest = extents[0], math.prod(extents[1:])  # type: ignore[arg-type]
+    assert first is not None
+    budget = target.cache(2).size * WINDOW_PANEL_SHARE
+    panel = first * rest * tile.nr * c.element_bytes
+    if panel <= budget:
+        return None
+    blocks = math.ceil(panel / budget)
+    size = math.ceil(first / blocks)
+    return size if size < first else None
+
+
+WINDOW_REGISTERS = 20
+"""The most vector registers a convolution's register tile may count on
+(accumulators, loaded weight vectors and one broadcast; the target's count
+when smaller). With all 32 of AVX-512 the tile came out 6x64 (24
+accumulators) and ran much slower than 8x32 or 7x32 (16 and 14): LLVM fully
+unrolls the kernel window's short loops around the tile and the addresses
+of their broadcasts compete for the rest (one thread, f32: ResNet-18's 3x3
+at 64 channels and 56x56 3.2 -> 2.2 ms a call, at 512 and 7x7 6.2 -> 3.0 ms,
+ResNet-50's 1x1 from 1024 channels at 14x14 2.3 -> 1.1 ms; a cap of 16
+registers, 4x48 and 2x64, was slower again)."""
+
+WINDOW_PANEL_SHARE = 0.25
+"""The share of L2 a convolution's packed weight panel may take (:func:`window_kc`)."""
 
 MIN_COLUMN_VECTORS = 2
 """The fewest vectors in a convolution register tile's columns (the
@@ -385,8 +445,12 @@ def _contraction_plans(function: Function, c: Contraction, target: Target, gemm_
         sizes = gemm_sizes(target, c.element_bytes, m, n, k, target.cores if parallel else 1)
         steps = gemm_plan(c, sizes, set(taken))
         blocks = next(step for step in steps if isinstance(step, Tile))
+        # the row blocks in parallel, unless a batch loop outside them runs
+        # at least once per core (it is left to ``mark-parallel{outermost=true}``:
+        # one dispatch for the nest, not one per batch iteration)
+        batched = any((c.extent(b) or target.cores) >= target.cores for b in c.batch)
         plans.append(TilePlan(c.band, "gemm", steps, f"matrix product ({roles}): {sizes}",
-                              (blocks.names[0], c.i)))
+                              () if batched else (blocks.names[0], c.i)))
     if amount is None or amount >= register_work:
         tile = register_tile(target, c.element_bytes, m, n)
         if c.windowed and tile.nr < MIN_COLUMN_VECTORS * tile.lanes:
@@ -571,6 +635,7 @@ def auto_tile_function(function: Function, target: Target, remark: Remark,
             result, hoisted = hoist_copies(result, copies, target, where, remark)
             pipeline = format_pipeline(plan.steps + tuple(hoisted))
             if parallel and plan.parallel and target.cores > 1 \
+                    and _enough_blocks(result, plan.parallel[0], target.cores) \
                     and independent_along(deps, plan.parallel[1]):
                 result = mark_loop_parallel(result, plan.parallel[0])
                 pipeline += f",mark-parallel{{loops={plan.parallel[0]}}}"
@@ -663,6 +728,17 @@ def independent_along(deps: Dependences, var: str) -> bool:
         if loop not in dep.common or dep.direction[dep.common.index(loop)] != "=":
             return False
     return True
+
+
+def _enough_blocks(function: Function, var: str, cores: int) -> bool:
+    """Does the row-block loop ``var`` run at least ``cores`` times (or an
+    unknown number)? One block of 96 output channels left the whole
+    product on one core and, marked parallel, kept ``mark-parallel
+    {outermost=true}`` from the loops around it (a 1x1 convolution's output
+    rows: MobileNetV2's 16 -> 96 channels at 112x112 ran at the same speed
+    on two threads as on one)."""
+    count = trip_count(_loop(function, var))
+    return count is None or count >= cores
 
 
 def mark_loop_parallel(function: Function, var: str) -> Function:

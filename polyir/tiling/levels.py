@@ -332,7 +332,7 @@ def packed_register_plan(c: Contraction, tile: RegisterTile, taken: set[str],
 
 
 def window_register_plan(c: Contraction, tile: RegisterTile, taken: set[str],
-                         pack_at: str | None = None) -> tuple[object, ...]:
+                         pack_at: str | None = None, kc: int | None = None) -> tuple[object, ...]:
     """A convolution's register tile with the column operand (the weights,
     ``j`` the output channel) packed with ``j`` last: ``j_r`` outermost, then
     the batch loops (batch, output rows), so that every batch iteration
@@ -346,6 +346,13 @@ def window_register_plan(c: Contraction, tile: RegisterTile, taken: set[str],
     ``pack_at``: a loop enclosing the band to pack the panel under instead of
     ``j_r`` (the loops between do not move the weights: a widened
     convolution's output rows reuse one packed block).
+
+    ``kc``: blocks of that many iterations of the first reduction loop (the
+    input channels), their loop ``k_c`` just inside ``j_r``, the panel packed
+    per block: a panel of the whole reduction that would not stay in L2
+    across the row tiles (512 channels of a 3x3 kernel: 884 KiB at
+    ``Nr = 48``) becomes several that do. Each output element still sums in
+    its order (the blocks run in order, each whole, for every element).
     """
     assert c.right is not None
     order = [c.j, *c.batch, c.i, *c.k]
@@ -354,8 +361,18 @@ def window_register_plan(c: Contraction, tile: RegisterTile, taken: set[str],
     steps += [
         Tile((c.j,), (tile.nr,), (jr,)),
         Tile((c.i,), (tile.mr,), (ir,)),
-        Interchange((jr, c.j, *c.batch, ir, c.i, *c.k), (jr, *c.batch, ir, *c.k, c.i, c.j)),
     ]
+    if kc is not None and c.k:
+        k0c = _fresh(f"{c.k[0]}_c", taken)
+        steps += [
+            Tile((c.k[0],), (kc,), (k0c,)),
+            Interchange((jr, c.j, *c.batch, ir, c.i, k0c, *c.k),
+                        (jr, k0c, *c.batch, ir, *c.k, c.i, c.j)),
+        ]
+        pack_at = pack_at or k0c
+    else:
+        steps.append(Interchange((jr, c.j, *c.batch, ir, c.i, *c.k),
+                                 (jr, *c.batch, ir, *c.k, c.i, c.j)))
     if c.right_order[-1] != len(c.right_order) - 1 or not c.unit_right:
         steps.append(Pack(pack_at or jr, c.right, c.j, c.right_order))
     steps += [

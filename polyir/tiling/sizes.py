@@ -99,12 +99,13 @@ def _round_up(value: int, multiple: int) -> int:
 
 
 def register_tile(target: Target, elem_bytes: int, rows: int | None = None,
-                  cols: int | None = None) -> RegisterTile:
+                  cols: int | None = None, registers: int | None = None) -> RegisterTile:
     """The register tile for ``target`` and elements of ``elem_bytes`` bytes;
     ``rows``/``cols``: the problem's extents when known (partial tiles are
-    avoided, and a tile never exceeds them)."""
+    avoided, and a tile never exceeds them); ``registers``: at most that many
+    vector registers (default: the target's)."""
     nvec = lanes(target, elem_bytes)
-    registers = max(8, target.vector_registers)
+    registers = max(8, min(target.vector_registers, registers or target.vector_registers))
     best: tuple[float, int, int] | None = None
     for vectors in range(1, 5):
         nr = vectors * nvec

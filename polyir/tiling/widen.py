@@ -59,12 +59,25 @@ class WidenRefused(PolyirError):
 
 
 def _parts(body: Sequence[Node]) -> list[tuple[Node, ...]]:
-    """``body`` split around its one loop: the nodes before, the loop, the nodes after."""
-    loops = [k for k, node in enumerate(body) if isinstance(node, For)]
-    if len(loops) != 1:
-        raise WidenRefused(f"the innermost band loop holds {len(loops)} loops, not one reduction nest")
-    k = loops[0]
-    return [part for part in (tuple(body[:k]), (body[k],), tuple(body[k + 1:])) if part]
+    """``body`` split around its loops: each loop a part, each run of other
+    nodes between them a part (a fused convolution's ``acc = 0``, its
+    reduction nest, its epilogue; two convolutions fused into one sum, as a
+    residual block's main path and its downsampling shortcut, make five)."""
+    if not any(isinstance(node, For) for node in body):
+        raise WidenRefused("the innermost band loop holds no reduction nest")
+    parts: list[tuple[Node, ...]] = []
+    run: list[Node] = []
+    for node in body:
+        if isinstance(node, For):
+            if run:
+                parts.append(tuple(run))
+                run = []
+            parts.append((node,))
+        else:
+            run.append(node)
+    if run:
+        parts.append(tuple(run))
+    return parts
 
 
 def _touches(nodes: Sequence[Node], buffer: str) -> bool:
@@ -90,7 +103,7 @@ def _reduction(nest: For, scalars: set[str]) -> Assign:
 def block_loop(chain: Sequence[For], stmt: Assign) -> str | None:
     """The outer band loop to strip-mine: the innermost one (step 1, constant
     bounds) that some operand of ``stmt`` does not use while that operand
-    walks the innermost band loop with unit stride, and another operand
+    walks the innermost band loop along its last dimension (any stride), and another operand
     uses (a convolution's output channel: the input row serves every
     channel of the block, the weight differs)."""
     inner = chain[-1].var
@@ -102,7 +115,7 @@ def block_loop(chain: Sequence[For], stmt: Assign) -> str | None:
             return None
         used.append({v for a in affs if a is not None for v in a.variables()})
     unit = [u for ld, u in zip(loads, used, strict=True)
-            if ld.indices and inner in u and _unit_last(ld, inner)]
+            if ld.indices and inner in u and _last_only(ld, inner)]
     for loop in reversed(chain[:-1]):
         var = loop.var
         if loop.step != 1 or trip_count(loop) is None:
@@ -112,10 +125,12 @@ def block_loop(chain: Sequence[For], stmt: Assign) -> str | None:
     return None
 
 
-def _unit_last(load: Load, var: str) -> bool:
+def _last_only(load: Load, var: str) -> bool:
+    """Does ``var`` move ``load`` along its last dimension only (any stride: a
+    strided convolution's input row still serves every output channel)?"""
     last = affine_index(load.indices[-1])
     others = [affine_index(i) for i in load.indices[:-1]]
-    return last is not None and abs(last.coefficient(var)) == 1 \
+    return last is not None and last.coefficient(var) != 0 \
         and all(a is not None and var not in a.variables() for a in others)
 
 
@@ -151,19 +166,23 @@ def widen_band(function: Function, chain: Sequence[For], factor: int,
     if not scalars or len(scalars) != len(inner.locals):
         raise WidenRefused(f"loop '{inner.var}' declares no scalar locals only")
     parts = _parts(inner.body)
-    nest = next(p[0] for p in parts if isinstance(p[0], For))
-    stmt = _reduction(nest, scalars)
+    nests = [p[0] for p in parts if isinstance(p[0], For)]
+    stmts = [_reduction(nest, scalars) for nest in nests]
     extent = trip_count(inner)
     if inner.step != 1 or extent is None:
         raise WidenRefused(f"loop '{inner.var}' has no constant trip count")
-    dtype = next(b.dtype for b in inner.locals if b.name == stmt.buffer)
-    if dtype not in ELEMENT_BYTES:
-        raise WidenRefused(f"the accumulator {stmt.buffer} is not f32 or f64")
-    var = block_loop(chain, stmt)
+    dtypes = {next(b.dtype for b in inner.locals if b.name == stmt.buffer) for stmt in stmts}
+    dtype = next(iter(dtypes))
+    if len(dtypes) != 1 or dtype not in ELEMENT_BYTES:
+        raise WidenRefused(f"the accumulators {', '.join(s.buffer for s in stmts)} are not all f32 "
+                           f"or all f64")
+    # one loop blocked for every reduction, or none
+    blocks = {block_loop(chain, stmt) for stmt in stmts}
+    var = blocks.pop() if len(blocks) == 1 else None
     count = 0
     if var is not None:
         count = trip_count(next(loop for loop in chain if loop.var == var)) or 0
-        guarded = any(isinstance(n, If) for n in walk_nodes((nest,)))
+        guarded = any(isinstance(n, If) for n in walk_nodes(tuple(nests)))
         vectors = vector_block(target, count, extent, ELEMENT_BYTES[dtype]) \
             if target is not None and dtype in ELEMENT_BYTES and not guarded else None
         factor = vectors or factor
@@ -183,8 +202,9 @@ def widen_band(function: Function, chain: Sequence[For], factor: int,
         | {b.name for loop in chain[:-1] for b in loop.locals}
     if shared & visible:
         raise WidenRefused(f"a tile named {sorted(shared & visible)[0]} would shadow a buffer")
-    if stmt.buffer not in shared:
-        raise WidenRefused(f"the accumulator {stmt.buffer} is used by the reduction nest alone")
+    for stmt in stmts:
+        if stmt.buffer not in shared:
+            raise WidenRefused(f"the accumulator {stmt.buffer} is used by the reduction nest alone")
 
     taken = names_in(function)
     tile_var = claim_name(f"{var}_t", taken) if var is not None else ""
