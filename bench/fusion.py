@@ -2,8 +2,8 @@
 
 For each model (the models section's, plus realistic sizes: a GPT-2-small
 block at d=768 and sequence 128, a BERT-base encoder layer, a ResNet-18 basic
-block at 64 channels and 56x56, its single 3x3 convolution alone, and a whole
-ResNet-18 at 224x224, batch 1 only) at batch 1 and 8 it reports
+block at 64 channels and 56x56, its single 3x3 convolution alone, and whole
+ResNet-18 and MobileNetV2 at 224x224, batch 1 only) at batch 1 and 8 it reports
 
 * top-level loop nests and bytes of intermediate (local) buffers of the
   compiled functions without fusion (``pipeline=""``) and with the default
@@ -106,6 +106,59 @@ class ResNet18(nn.Module):
         return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
 
 
+class InvertedResidual(nn.Module):
+    """MobileNetV2's block: a 1x1 expansion (batch norm, ReLU6), a depthwise 3x3
+    (batch norm, ReLU6), a 1x1 projection (batch norm), the input added when
+    the shapes agree."""
+
+    def __init__(self, cin: int, cout: int, stride: int, expand: int):
+        super().__init__()
+        hidden = cin * expand
+        self.residual = stride == 1 and cin == cout
+        layers: list[nn.Module] = []
+        if expand != 1:
+            layers += [nn.Conv2d(cin, hidden, 1, bias=False), nn.BatchNorm2d(hidden), nn.ReLU6()]
+        layers += [nn.Conv2d(hidden, hidden, 3, stride, 1, groups=hidden, bias=False),
+                   nn.BatchNorm2d(hidden), nn.ReLU6(),
+                   nn.Conv2d(hidden, cout, 1, bias=False), nn.BatchNorm2d(cout)]
+        self.conv = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.conv(x) if self.residual else self.conv(x)
+
+
+class MobileNetV2(nn.Module):
+    """MobileNetV2 (width 1.0) for 224x224 images, written out: the stride-2
+    stem, the 17 inverted residual blocks of the paper's table, the 1x1 to
+    1280 channels, average pooling and a 1000-way head."""
+
+    STAGES = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
+              (6, 160, 3, 2), (6, 320, 1, 1))
+    """(expansion, channels, blocks, first stride)"""
+
+    def __init__(self) -> None:
+        super().__init__()
+        layers: list[nn.Module] = [nn.Sequential(nn.Conv2d(3, 32, 3, 2, 1, bias=False),
+                                                 nn.BatchNorm2d(32), nn.ReLU6())]
+        cin = 32
+        for expand, cout, count, stride in self.STAGES:
+            for n in range(count):
+                layers.append(InvertedResidual(cin, cout, stride if n == 0 else 1, expand))
+                cin = cout
+        layers.append(nn.Sequential(nn.Conv2d(cin, 1280, 1, bias=False), nn.BatchNorm2d(1280),
+                                    nn.ReLU6()))
+        self.features = nn.Sequential(*layers)
+        self.fc = nn.Linear(1280, 1000)
+        for module in self.modules():
+            if isinstance(module, nn.BatchNorm2d):
+                module.running_mean.uniform_(-0.1, 0.1)
+                module.running_var.uniform_(0.5, 1.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = nn.functional.adaptive_avg_pool2d(self.features(x), 1)
+        return self.fc(torch.flatten(x, 1))
+
+
 def bert_layer() -> nn.Module:
     """A BERT-base encoder layer (d=768, 12 heads, feed-forward 3072, post-norm, GELU)."""
     return nn.TransformerEncoderLayer(768, 12, dim_feedforward=3072, dropout=0.0, activation="gelu",
@@ -119,9 +172,10 @@ REALISTIC: dict[str, tuple[Callable[[], nn.Module], Callable[[int], tuple[torch.
     "conv2d_3x3_64x56x56": (lambda: nn.Conv2d(64, 64, 3, padding=1, bias=False),
                             lambda b: (torch.randn(b, 64, 56, 56),)),
     "resnet18_224": (ResNet18, lambda b: (torch.randn(b, 3, 224, 224),)),
+    "mobilenetv2_224": (MobileNetV2, lambda b: (torch.randn(b, 3, 224, 224),)),
 }
-BATCHES: dict[str, tuple[int, ...]] = {"resnet18_224": (1,)}
-"""Models measured at fewer batch sizes than 1 and 8 (a whole ResNet-18 at batch 8
+BATCHES: dict[str, tuple[int, ...]] = {"resnet18_224": (1,), "mobilenetv2_224": (1,)}
+"""Models measured at fewer batch sizes than 1 and 8 (a whole CNN at batch 8
 takes most of a minute to compile and time)."""
 
 

@@ -45,7 +45,7 @@ def emit_entry(llvm_module: ir.Module, split: SplitFunction, hooks: LoweringHook
     for slot, arg in zip(slots, llfunc.args, strict=True):
         if slot.kind == "buffer":
             lowerer.bind_buffer(buffers[slot.name], arg)
-    lowerer.allocate_arena(split.shared_locals)
+    lowerer.allocate_arena(split.shared_locals, cached=True)
     builder = lowerer.builder
     for position, kernel in enumerate(split.kernels):
         callee = lowerer.declare(symbol_of(kernel), I32, function_type(kernel.function, hooks).args)

@@ -132,10 +132,12 @@ def try_pair(function: Function, producer: int, consumer: int, target: Target, c
     known: dict[tuple[int, int], Footprints] = {}   # the producer's boxes serve every depth
     tolerance = options.tolerance
     too_shallow: set[int] = set()
-    if device == "cpu" and has_contraction(function.body[producer], windowed=True):
+    if device == "cpu" and has_contraction(function.body[producer]):
         tolerance = min(tolerance, CONTRACTION_TOLERANCE)
         _, written = buffer_accesses((function.body[producer],))
-        if accumulates_over(function.body[consumer], written):
+        windowed = has_contraction(function.body[producer], windowed=True)
+        if accumulates_over(function.body[consumer], written, 1 if windowed else 2) \
+                and (windowed or shared_operand(function.body[producer])):
             too_shallow = splitting_depths(function.body[producer])
     for depth in _candidates(function, producer, consumer, options):
         try:
@@ -177,8 +179,10 @@ def try_pair(function: Function, producer: int, consumer: int, target: Target, c
 
 
 CONTRACTION_TOLERANCE = 0.0
-"""Extra work accepted when the producer is a convolution
-(:func:`has_contraction` with ``windowed``) on the CPU: none. Its recomputed slice is a sum per output
+"""Extra work accepted when the producer is a contraction (a convolution, a
+matrix product; :func:`has_contraction`) on the CPU: none (MobileNetV2's 1x1
+expansion fused into the depthwise convolution per row repeated 21% of it;
+attention's scores are fused into softmax without repeating any). Its recomputed slice is a sum per output
 element nested in the consumer's loops, which no register tile fits; a
 ResNet stem (7x7 convolution, batch norm, ReLU) fused into its 3x3 max pool
 repeated 21% of the convolution and ran 3x slower than unfused
@@ -209,18 +213,50 @@ def _window_subscript(load: object) -> bool:
     return False
 
 
-def accumulates_over(node: object, buffers: set[str]) -> bool:
-    """Does ``node`` accumulate values of ``buffers`` (a statement reading the
-    element it writes, ``X = X op e`` or a NaN-propagating max written as a
-    ``select``, and reading one of ``buffers``: a pooling window, a row sum;
-    not a residual add after another convolution's sum)?"""
+def accumulates_over(node: object, buffers: set[str], dimensions: int = 1) -> bool:
+    """Does ``node`` accumulate values of ``buffers`` over at least
+    ``dimensions`` loops (a statement reading the element it writes, ``X = X
+    op e`` or a NaN-propagating max written as a ``select``, and reading one
+    of ``buffers`` with that many loops the written element does not move
+    with: a pooling window or a depthwise convolution's, 2; a row sum, 1;
+    not a residual add after another convolution's sum, 0)?"""
     for stmt in walk_nodes((node,)):  # type: ignore[arg-type]
         if isinstance(stmt, Assign):
             read = list(loads(stmt.value))
+            written = _variables(stmt.indices)
             if any(ld.buffer == stmt.buffer and ld.indices == stmt.indices for ld in read) \
-                    and any(ld.buffer in buffers for ld in read):
+                    and any(ld.buffer in buffers and len(_variables(ld.indices) - written) >= dimensions
+                            for ld in read):
                 return True
     return False
+
+
+def shared_operand(node: object) -> bool:
+    """Is one operand of the first contraction of ``node`` indexed by none of
+    the other's output loops (weights: a 1x1 convolution's, a linear
+    layer's; also attention's ``q . k`` at one head, which is why the callers
+    ask for a two-dimensional window too: a pool or a depthwise convolution
+    after a 1x1 convolution, not softmax after scores)?"""
+    site = _contraction_site(node, [])
+    if site is None:
+        return False
+    _, stmt = site
+    out = _variables(stmt.indices)
+    operands = [ld for ld in loads(stmt.value) if ld.buffer != stmt.buffer]
+    buffers = list(dict.fromkeys(ld.buffer for ld in operands))[:2]
+    if len(buffers) < 2:
+        return False
+    uses = [set().union(*(_variables(ld.indices) for ld in operands if ld.buffer == b)) & out
+            for b in buffers]
+    return not (uses[0] & uses[1])
+
+
+def _variables(indices: object) -> set[str]:
+    found: set[str] = set()
+    for index in indices:  # type: ignore[attr-defined]
+        aff = affine_index(index)
+        found |= set(aff.variables()) if aff is not None else set()
+    return found
 
 
 def splitting_depths(node: object) -> set[int]:

@@ -160,6 +160,7 @@ class FunctionLowerer(LocalAllocation, ExprLowering):
         self._body = llfunc.append_basic_block("body")
         self.builder = ir.IRBuilder(self._body)
         self._heap: list[ir.Value] = []
+        self._arena_release: list[tuple[ir.Value, ir.Value, ir.GlobalVariable]] = []
         self._pending_failure: list[ir.Value] = []
         self._fail: ir.Block | None = None
         self._fail_status: ir.PhiInstr | None = None
@@ -236,10 +237,18 @@ class FunctionLowerer(LocalAllocation, ExprLowering):
             self.builder.branch(self._body)
 
     def _free_heap(self) -> None:
-        if self._heap:
+        if self._heap or self._arena_release:
             free = self.declare("free", ir.VoidType(), [ir.PointerType()])
             for pointer in self._heap:
                 self.builder.call(free, [pointer])
+            b = self.builder
+            for taken, slot, busy in self._arena_release:
+                # a kept block is handed back; one of this call's own is freed
+                mine = b.load(taken, typ=I1)
+                own = b.select(mine, ir.Constant(ir.PointerType(), None), b.load(slot, typ=ir.PointerType()))
+                b.call(free, [own])
+                b.atomic_rmw("and", busy, b.select(mine, ir.Constant(I64, 0), ir.Constant(I64, -1)),
+                             "release")
 
     def _return(self, status: ir.Value) -> None:
         if self.llfunc.function_type.return_type == I32:

@@ -1,0 +1,70 @@
+"""The block of an entry function's shared locals is kept between calls
+(``LocalAllocation._cached_arena``): later calls reuse it (zero-filled again),
+a larger request replaces it, and calls that overlap (threads) each get
+memory of their own. Checked against the plain Python result."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+import polyir
+from polyir.cpu.jit import WHOLE_FUNCTION_NESTS
+from polyir.driver import compile_ir
+from polyir.target import cpu
+
+SHARED = """func f(A: f32[N], B: f32[N]) {
+  local T: f32[N]
+  for i = 0 to N {
+    S0: B[i] = T[i] + 1.0
+  }
+  for j = 0 to N {
+    S1: T[j] = A[j] * 2.0
+  }
+  for k = 0 to N {
+    S2: B[k] = B[k] + T[N - 1 - k]
+  }
+PADDING}"""
+# more nests than WHOLE_FUNCTION_NESTS: the function is split into kernels and
+# T, shared by three of them, lives in the entry's kept block
+SHARED = SHARED.replace("PADDING", "".join(
+    f"  for p{n} = 0 to N {{\n    P{n}: B[p{n}] = B[p{n}] * 1.0\n  }}\n"
+    for n in range(WHOLE_FUNCTION_NESTS)))
+
+
+def _expected(a: np.ndarray) -> np.ndarray:
+    return (1.0 + 2.0 * a[::-1]).astype(np.float32)
+
+
+def test_kept_block_is_reused_refilled_with_zeros_and_grown() -> None:
+    exe = compile_ir(polyir.parse(SHARED), cpu(1), pipeline="")
+    assert ".arena_busy" in str(exe.llvm_ir)
+    rng = np.random.default_rng(0)
+    for n in (50_000, 50_000, 400_000, 7, 50_000):   # the third call grows the block
+        a = rng.standard_normal(n).astype(np.float32)
+        b = np.full(n, np.nan, np.float32)
+        exe(a, b)
+        # T is read before it is written: zero on every call, not the last call's values
+        np.testing.assert_array_equal(b, _expected(a))
+
+
+def test_overlapping_calls_each_get_their_own_memory() -> None:
+    exe = compile_ir(polyir.parse(SHARED), cpu(1), pipeline="")
+    failures: list[str] = []
+
+    def worker(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        for _ in range(40):
+            a = rng.standard_normal(200_000).astype(np.float32)
+            b = np.empty_like(a)
+            exe(a, b)
+            if not np.array_equal(b, _expected(a)):
+                failures.append(f"thread {seed}")
+                return
+
+    threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures, failures
