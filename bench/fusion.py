@@ -63,6 +63,14 @@ class BasicBlock(nn.Module):
         return torch.relu(x + self.bn2(self.conv2(y)))
 
 
+def _randomise_batch_norms(model: nn.Module) -> None:
+    """Batch norm statistics that are not the identity."""
+    for module in model.modules():
+        if isinstance(module, nn.BatchNorm2d):
+            module.running_mean.uniform_(-0.1, 0.1)
+            module.running_var.uniform_(0.5, 1.5)
+
+
 class DownBlock(nn.Module):
     """ResNet's downsampling basic block: a stride-2 3x3 convolution, a 3x3 one,
     and a 1x1 stride-2 convolution with batch norm on the shortcut."""
@@ -96,10 +104,7 @@ class ResNet18(nn.Module):
             blocks += [DownBlock(cin, cout), BasicBlock(cout)]
         self.blocks = nn.Sequential(*blocks)
         self.fc = nn.Linear(512, 1000)
-        for module in self.modules():
-            if isinstance(module, nn.BatchNorm2d):
-                module.running_mean.uniform_(-0.1, 0.1)
-                module.running_var.uniform_(0.5, 1.5)
+        _randomise_batch_norms(self)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.blocks(self.stem(x))
@@ -149,10 +154,7 @@ class MobileNetV2(nn.Module):
                                     nn.ReLU6()))
         self.features = nn.Sequential(*layers)
         self.fc = nn.Linear(1280, 1000)
-        for module in self.modules():
-            if isinstance(module, nn.BatchNorm2d):
-                module.running_mean.uniform_(-0.1, 0.1)
-                module.running_var.uniform_(0.5, 1.5)
+        _randomise_batch_norms(self)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = nn.functional.adaptive_avg_pool2d(self.features(x), 1)

@@ -34,6 +34,7 @@ from polyir.polyhedral.extract import Scop, affine_index, reduction_of
 from polyir.polyhedral.footprint import Footprints, footprints
 from polyir.polyhedral.slices import Slice, SliceError, compute_slice, loop_chain
 from polyir.target import Target
+from polyir.tiling.levels import _windowed
 
 
 @dataclass(frozen=True)
@@ -180,37 +181,71 @@ def try_pair(function: Function, producer: int, consumer: int, target: Target, c
 
 CONTRACTION_TOLERANCE = 0.0
 """Extra work accepted when the producer is a contraction (a convolution, a
-matrix product; :func:`has_contraction`) on the CPU: none (MobileNetV2's 1x1
-expansion fused into the depthwise convolution per row repeated 21% of it;
-attention's scores are fused into softmax without repeating any). Its recomputed slice is a sum per output
-element nested in the consumer's loops, which no register tile fits; a
-ResNet stem (7x7 convolution, batch norm, ReLU) fused into its 3x3 max pool
-repeated 21% of the convolution and ran 3x slower than unfused
-(one thread, 224x224: 37 ms against 12.6 ms for eager)."""
+matrix product; :func:`has_contraction`) on the CPU: none. A recomputed
+slice of a contraction is a sum per output element inside the consumer's
+loops, which no register tile fits: ResNet's stem (7x7 convolution, batch
+norm, ReLU) fused into its 3x3 max pool repeated 21% of the convolution and
+ran 3x slower than unfused (one thread, 224x224: 37 ms against 12.6 ms for
+eager); MobileNetV2's 1x1 expansion fused into the depthwise convolution per
+row repeated 21% of it. Attention's scores are fused into softmax without
+repeating any, so this costs them nothing."""
+
+
+def _is_contraction(stmt: object) -> bool:
+    """Is ``stmt`` a sum of products of two buffers (``X += A * B``)?"""
+    update = reduction_of(stmt)  # type: ignore[arg-type]
+    return update is not None and update[1] == "+" and isinstance(stmt, Assign) \
+        and len({ld.buffer for ld in loads(stmt.value) if ld.buffer != stmt.buffer}) >= 2
+
+
+def _contraction_site(node: object, path: list[For]) -> tuple[list[For], Assign] | None:
+    """The loops around the first contraction statement in ``node``, and it."""
+    if isinstance(node, Assign):
+        return (path, node) if _is_contraction(node) else None
+    children: list[tuple[object, list[For]]] = []
+    if isinstance(node, For):
+        children = [(child, [*path, node]) for child in node.body]
+    elif isinstance(node, If):   # a padded convolution's guard
+        children = [(child, path) for child in (*node.then_body, *node.else_body)]
+    for child, where in children:
+        found = _contraction_site(child, where)
+        if found is not None:
+            return found
+    return None
 
 
 def has_contraction(node: object, windowed: bool = False) -> bool:
-    """Does ``node`` hold a sum of products of two buffers (``X += A * B``)?
-    With ``windowed``, only a convolution's: an operand subscript combines two
-    loops or scales one (``x[2*h + kh]``); not a matrix product's (attention's
-    scores are fused into their softmax rows on purpose)."""
-    for stmt in walk_nodes((node,)):  # type: ignore[arg-type]
-        update = reduction_of(stmt)
-        if update is not None and update[1] == "+" and isinstance(stmt, Assign):
-            operands = [load for load in loads(stmt.value) if load.buffer != stmt.buffer]
-            if len({load.buffer for load in operands}) >= 2 and \
-                    (not windowed or any(_window_subscript(load) for load in operands)):
-                return True
-    return False
+    """Does ``node`` hold a contraction (``X += A * B``)? With ``windowed``,
+    only when its first one is a convolution's: an operand subscript combines
+    two of its loops or scales one (``x[2*h + kh]``, ``levels._windowed``);
+    not a matrix product's (attention's scores are fused into their softmax
+    rows on purpose)."""
+    site = _contraction_site(node, [])
+    if site is None or not windowed:
+        return site is not None
+    path, stmt = site
+    return _windowed([ld for ld in loads(stmt.value) if ld.buffer != stmt.buffer],
+                     [loop.var for loop in path])
 
 
-def _window_subscript(load: object) -> bool:
-    for index in getattr(load, "indices", ()):
+def _variables(indices: object) -> set[str]:
+    found: set[str] = set()
+    for index in indices:  # type: ignore[attr-defined]
         aff = affine_index(index)
-        if aff is not None and (len(aff.variables()) > 1
-                                or any(abs(aff.coefficient(v)) != 1 for v in aff.variables())):
-            return True
-    return False
+        found |= set(aff.variables()) if aff is not None else set()
+    return found
+
+
+def _roles(stmt: Assign) -> tuple[set[str], set[str], set[str]] | None:
+    """``(output loops, loops of operand A, loops of operand B)`` of a
+    contraction statement (its first two operand buffers)."""
+    operands = [ld for ld in loads(stmt.value) if ld.buffer != stmt.buffer]
+    buffers = list(dict.fromkeys(ld.buffer for ld in operands))[:2]
+    if len(buffers) < 2:
+        return None
+    a, b = (set().union(*(_variables(ld.indices) for ld in operands if ld.buffer == name))
+            for name in buffers)
+    return _variables(stmt.indices), a, b
 
 
 def accumulates_over(node: object, buffers: set[str], dimensions: int = 1) -> bool:
@@ -238,25 +273,11 @@ def shared_operand(node: object) -> bool:
     ask for a two-dimensional window too: a pool or a depthwise convolution
     after a 1x1 convolution, not softmax after scores)?"""
     site = _contraction_site(node, [])
-    if site is None:
+    roles = _roles(site[1]) if site is not None else None
+    if roles is None:
         return False
-    _, stmt = site
-    out = _variables(stmt.indices)
-    operands = [ld for ld in loads(stmt.value) if ld.buffer != stmt.buffer]
-    buffers = list(dict.fromkeys(ld.buffer for ld in operands))[:2]
-    if len(buffers) < 2:
-        return False
-    uses = [set().union(*(_variables(ld.indices) for ld in operands if ld.buffer == b)) & out
-            for b in buffers]
-    return not (uses[0] & uses[1])
-
-
-def _variables(indices: object) -> set[str]:
-    found: set[str] = set()
-    for index in indices:  # type: ignore[attr-defined]
-        aff = affine_index(index)
-        found |= set(aff.variables()) if aff is not None else set()
-    return found
+    out, a, b = roles
+    return not (a & b & out)
 
 
 def splitting_depths(node: object) -> set[int]:
@@ -265,53 +286,25 @@ def splitting_depths(node: object) -> set[int]:
     output loops that one operand uses and the other does not (a
     convolution's output channel, which only the weights use, and its
     output width, which only the input uses). Fused at such a depth into a
-    consumer that accumulates over its results (a pooling window, a row
-    norm; :func:`accumulates_over`), the convolution
-    runs one output channel at a time, a sum of vectors no register tile can
-    reuse weights across (ResNet's stem, its 7x7 convolution fused into the
-    max pool per channel: 2.2x eager's time; not fused: 0.3x). Fused at the
-    batch loop the channels stay inside, so that depth is kept (a batch of 8
-    images of a small CNN: 0.69 ms fused per image, 1.0 ms not)."""
+    consumer that accumulates over its results (a pooling window;
+    :func:`accumulates_over`), the convolution runs one output channel at a
+    time, a sum of vectors no register tile can reuse weights across
+    (ResNet's stem, its 7x7 convolution fused into the max pool per channel:
+    2.2x eager's time; not fused: 0.3x). Fused at the batch loop the
+    channels stay inside, so that depth is kept (a batch of 8 images of a
+    small CNN: 0.69 ms fused per image, 1.0 ms not)."""
     site = _contraction_site(node, [])
-    if site is None:
+    roles = _roles(site[1]) if site is not None else None
+    if site is None or roles is None:
         return set()
-    path, stmt = site
-    operands = [ld for ld in loads(stmt.value) if ld.buffer != stmt.buffer]
-    first = operands[0].buffer
-    second = next((ld.buffer for ld in operands if ld.buffer != first), None)
-    uses: dict[str, set[str]] = {first: set(), second or "": set()}
-    for load in operands:
-        if load.buffer in uses:
-            for index in load.indices:
-                aff = affine_index(index)
-                uses[load.buffer] |= set(aff.variables()) if aff is not None else set()
-    out: set[str] = set()
-    for index in stmt.indices:
-        aff = affine_index(index)
-        out |= set(aff.variables()) if aff is not None else set()
-    a, b = uses[first], uses[second or ""]
+    path = site[0]
+    out, a, b = roles
     found = set()
     for depth in range(1, len(path) + 1):
         inner = [loop.var for loop in path[depth:] if loop.var in out]
-        if not (any(v in a and v not in b for v in inner) and any(v in b and v not in a for v in inner)):
+        if not (any(v in a - b for v in inner) and any(v in b - a for v in inner)):
             found.add(depth)
     return found
-
-
-def _contraction_site(node: object, path: list[For]) -> tuple[list[For], Assign] | None:
-    """The loops around the first ``X += A * B`` statement in ``node``, and it."""
-    if isinstance(node, Assign):
-        return (path, node) if has_contraction(node) else None
-    children: list[tuple[object, list[For]]] = []
-    if isinstance(node, For):
-        children = [(child, [*path, node]) for child in node.body]
-    elif isinstance(node, If):   # a padded convolution's guard
-        children = [(child, path) for child in (*node.then_body, *node.else_body)]
-    for child, where in children:
-        found = _contraction_site(child, where)
-        if found is not None:
-            return found
-    return None
 
 
 def _producer_removable(function: Function, producer: int, consumer: int) -> bool:
