@@ -2,7 +2,7 @@
 of a jammed row block.
 
 ``unroll-jam`` of a matrix-vector product's row loop by ``V`` (the plan
-``levels.lanes_for``) leaves a loop whose body is ``V`` copies of one float
+``orders.lanes_for``) leaves a loop whose body is ``V`` copies of one float
 reduction, copy ``r`` the first with the row variable ``v`` shifted by ``r``::
 
     for j = lo to hi {

@@ -21,22 +21,22 @@ distribution) of every host function:
    bounds) the register tile alone (``levels.register_plan``);
 2. any other band whose innermost loop walks memory with a stride gets the
    loop order with unit-stride innermost accesses, when a dependence does
-   not forbid it (``levels.unit_stride_order``); a direct convolution first
+   not forbid it (``orders.unit_stride_order``); a direct convolution first
    with its output-channel loop unrolled and jammed into that order
-   (``levels.reuse_loop``: one loaded input vector, several accumulators);
+   (``orders.reuse_loop``: one loaded input vector, several accumulators);
 3. a band whose innermost loop is a float reduction for all its statements
    (a matrix-vector product: ``x[i] += A[i, j] * y[j]``) gets an outer loop
    that every statement's element moves with unrolled and jammed into it
    (``levels.jam_plan``, ``sizes.reduction_jam`` rows): independent sums
    instead of one chain of dependent adds, each sum in its original order;
    first by the vector lanes when the CPU lowering runs the jammed copies
-   as lanes (``levels.lanes_for``, ``polyir.llvm.row_block``).
+   as lanes (``orders.lanes_for``, ``polyir.llvm.row_block``).
    It is tried before an order whose innermost loop would still walk a
-   column (``levels.strided_along``), after the others;
+   column (``orders.strided_along``), after the others;
 4. a loop whose body starts with a reduction running to it (Cholesky's
    ``A[i, j] -= A[i, k] * A[j, k]``, ``k < j``) runs in blocks of the vector
    lanes, the part of their reductions they share across the lanes
-   (``levels.lane_blocks_for``, ``polyir.tiling.lane_blocks``; proven on the
+   (``orders.lane_blocks_for``, ``polyir.tiling.lane_blocks``; proven on the
    rolled form, the lane loop's unroll after it is not proven again).
 
 A plan is a pipeline of the explicit mechanism passes; it is applied without
@@ -88,20 +88,22 @@ from polyir.tiling.levels import (
     contraction_options,
     gemm_plan,
     jam_plan,
-    lane_blocks_for,
-    lane_blocks_plan,
-    lanes_for,
     largest_trip_count,
     order_plan,
     packed_register_plan,
+    register_plan,
+    trip_count,
+    work,
+)
+from polyir.tiling.orders import (
+    lane_blocks_for,
+    lane_blocks_plan,
+    lanes_for,
     packed_rows_plan,
     reduction_chains,
-    register_plan,
     reuse_loop,
     strided_along,
-    trip_count,
     unit_stride_order,
-    work,
 )
 from polyir.tiling.passes import (
     Copies,
@@ -255,7 +257,7 @@ def candidate_plans(function: Function, chain: Sequence[For], target: Target,
 def _lane_blocks_plan(function: Function, chain: Sequence[For], target: Target) -> TilePlan | None:
     """Reductions of growing length (Cholesky's ``A[i, j] -= A[i, k] * A[j, k]``,
     ``k < j``) run in blocks of the vector lanes, their shared part across the
-    lanes (``levels.lane_blocks_for``), when the band's innermost loop is that
+    lanes (``orders.lane_blocks_for``), when the band's innermost loop is that
     loop and runs at least that many times (or unknown)."""
     count = lane_blocks_for(function, chain[-1], target.vector_bits)
     if count is None:
@@ -291,7 +293,7 @@ def _lanes_plan(function: Function, chain: Sequence[For], rows: str, target: Tar
 def _packed_rows(function: Function, chain: Sequence[For], rows: str, target: Target
                  ) -> TilePlan | None:
     """The row sums vectorised across ``PACK_ROW_VECTORS`` vectors of rows with
-    the column-walking reads packed transposed (``levels.packed_rows_plan``),
+    the column-walking reads packed transposed (``orders.packed_rows_plan``),
     when the rows are at least two such tiles (or unknown) and the elements
     are f32/f64."""
     buffer = function.buffers.get(chain[-1].body[0].buffer)  # type: ignore[union-attr]

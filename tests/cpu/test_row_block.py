@@ -1,5 +1,5 @@
 """Row sums run across vector lanes (``polyir.llvm.row_block``, planned by
-``levels.lanes_for``): the in-register transpose, what the matcher accepts
+``orders.lanes_for``): the in-register transpose, what the matcher accepts
 and refuses, bit-equal results against the plain Python function (corpus
 kernels at odd and rectangular sizes) and against the scalar lowering
 (random row blocks), and the vector shuffles and packed arithmetic of the

@@ -1,4 +1,4 @@
-"""Lane blocks (``polyir.tiling.lane_blocks``, planned by ``levels.lane_blocks_for``):
+"""Lane blocks (``polyir.tiling.lane_blocks``, planned by ``orders.lane_blocks_for``):
 the rewrite of Cholesky's dot products, its refusals, random triangular
 reductions (interpreted, then compiled across lanes against the scalar
 code), and ``cholesky``, ``lu`` and ``trisolv`` bit-equal to the Python function."""
