@@ -119,6 +119,10 @@ def _candidates(function: Function, producer: int, consumer: int, options: Fusio
     return list(range(deepest, 0, -1))
 
 
+_KEPT = Estimate(0, 0, 0.0, 0, 0, 0)
+"""What any depth of a pair whose producer must stay is worth: no bytes saved."""
+
+
 def try_pair(function: Function, producer: int, consumer: int, target: Target, ctx: isl.Context,
              options: FusionOptions) -> tuple[Function | None, FusionStep | None, str]:
     """The best legal, profitable fusion of one pair: ``(fused function, step,
@@ -126,8 +130,6 @@ def try_pair(function: Function, producer: int, consumer: int, target: Target, c
     graph = NestGraph(function)
     names = (graph.nests[producer].name, graph.nests[consumer].name)
     device = "cuda" if target.kind == "cuda" else "cpu"
-    scop = window_scop(function, producer, consumer, ctx)
-    last = len(scop.function.body) - 1
     ranked: list[tuple[tuple[float, int], int, Estimate]] = []
     reasons: list[str] = []
     known: dict[tuple[int, int], Footprints] = {}   # the producer's boxes serve every depth
@@ -140,7 +142,20 @@ def try_pair(function: Function, producer: int, consumer: int, target: Target, c
         if accumulates_over(function.body[consumer], written, 1 if windowed else 2) \
                 and (windowed or shared_operand(function.body[producer])):
             too_shallow = splitting_depths(function.body[producer])
+    removed = _producer_removable(function, producer, consumer)
+    scop = None
     for depth in _candidates(function, producer, consumer, options):
+        # the refusals that do not depend on the slice come first: nothing computed for them
+        if depth in too_shallow:
+            reasons.append(f"depth {depth}: the convolution's output channels would run one at a "
+                           f"time in the fused loops: no register tile across them")
+            continue
+        if not removed:     # the producer stays: no traffic saved at any depth
+            reasons.append(f"depth {depth}: {decide(_KEPT, target, tolerance).reason}")
+            continue
+        if scop is None:
+            scop = window_scop(function, producer, consumer, ctx)
+            last = len(scop.function.body) - 1
         try:
             piece = compute_slice(scop, 0, last, depth, options.sizes)
         except SliceError as error:
@@ -154,14 +169,9 @@ def try_pair(function: Function, producer: int, consumer: int, target: Target, c
         except (ValueError, isl.Error) as error:
             reasons.append(f"depth {depth}: no footprint ({error})")
             continue
-        removed = _producer_removable(function, producer, consumer)
         candidate = estimate(function, function, consumer, depth, piece.buffers, removed,
                              piece.recompute, ws_consumer + ws_producer, shrunk, options.sizes, device)
         verdict = decide(candidate, target, tolerance)
-        if depth in too_shallow:
-            reasons.append(f"depth {depth}: the convolution's output channels would run one at a "
-                           f"time in the fused loops: no register tile across them")
-            continue
         if not verdict.accepted:
             reasons.append(f"depth {depth}: {verdict.reason}")
             continue

@@ -164,6 +164,7 @@ class FunctionLowerer(LocalAllocation, ExprLowering):
         self._pending_failure: list[ir.Value] = []
         self._fail: ir.Block | None = None
         self._fail_status: ir.PhiInstr | None = None
+        self._interleave: dict[int, tuple[For, int]] = {}   # jammed copies of several vectors
 
     # ---------------------------------------------------------- bindings
     def bind(self, name: str, value: ir.Value) -> ir.Value | None:
@@ -355,9 +356,14 @@ class FunctionLowerer(LocalAllocation, ExprLowering):
         nodes = tuple(nodes)
         copies = jammed_copies(nodes, self.function, self.hooks.row_block_lanes)
         for node in nodes:
-            if id(node) in copies:
+            vectors = copies.get(id(node))
+            if vectors is not None:
                 assert isinstance(node, For)
                 node = replace(node, unroll=1)   # LLVM vectorises it; no full unroll first
+                if vectors > 1:                  # one vector iteration of `vectors` parts
+                    lanes = (constant_trip_count(node) or 0) // vectors
+                    node = replace(node, vectorize=lanes)
+                    self._interleave[id(node)] = (node, vectors)
             self.lower_node(node)
 
     def lower_node(self, node: Node) -> None:
@@ -414,6 +420,9 @@ class FunctionLowerer(LocalAllocation, ExprLowering):
 
     def _lower_scalar_loop(self, loop: For) -> None:
         hints = loop_hints(loop, None if "reassoc" in self.hooks.float_flags else self.function)
+        interleaved = self._interleave.get(id(loop))
+        if interleaved is not None and interleaved[0] is loop:
+            hints["llvm.loop.interleave.count"] = interleaved[1]
         trips = constant_trip_count(loop)
         if trips is not None:
             self._lower_counted_loop(loop, trips, hints)

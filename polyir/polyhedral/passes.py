@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from functools import partial
 
 import islpy as isl
 
@@ -26,7 +27,7 @@ from polyir.ir.nodes import For, Function, If, Module
 from polyir.ir.walk import walk_nodes
 from polyir.passes import register_pass
 from polyir.polyhedral.dependences import MEMORY_KINDS, Dependences, compute_dependences
-from polyir.polyhedral.extract import NotPolyhedral, Scop, extract, map_loops
+from polyir.polyhedral.extract import NotPolyhedral, Scop, extract, isl_name, map_loops
 from polyir.polyhedral.schedule import SchedulingError, reschedule_function
 
 
@@ -56,13 +57,20 @@ def mark_parallel(function: Function, accept_reassociation: bool = False,
 
 def outermost_parallel_loops(deps: Dependences, min_trip: int = 2) -> list[int]:
     """Ids of the loops :func:`mark_outermost_parallel` marks: in pre-order, each
-    loop that carries no dependence, whose trip count is not a constant below
+    loop that carries no memory dependence and may run at least
     ``min_trip``, with no parallel (or GPU-mapped) loop around or inside it and
     none chosen around it. A parallel loop runs its nested parallel loops
     serially on the CPU, so one loop per nest is what counts: the outermost,
     whose iterations hold the most work per dispatch."""
-    loops = deps.scop.loops
     carrying = deps.carrying_loops(False)
+    return _outermost_free(deps.scop, min_trip, lambda ident: ident in carrying)
+
+
+def _outermost_free(scop: Scop, min_trip: int, carries: Callable[[int], bool]) -> list[int]:
+    """:func:`outermost_parallel_loops` with ``carries(loop id)`` answering
+    whether a loop carries a dependence (asked only of the candidates, in
+    pre-order)."""
+    loops = scop.loops
     taken: set[int] = set()    # parallel already, or holding such a loop
     for ident, info in loops.items():
         if info.node.parallel or info.node.mapping is not None:
@@ -78,14 +86,52 @@ def outermost_parallel_loops(deps: Dependences, min_trip: int = 2) -> list[int]:
         if info.parent is not None and info.parent in blocked:
             blocked.add(ident)
             continue
-        if ident in taken or ident in carrying:
+        if ident in taken:
             continue
         trip = _constant_trip(info.node)
         if trip is not None and trip < min_trip:
             continue
+        if carries(ident):
+            continue
         chosen.append(ident)
         blocked.add(ident)
     return chosen
+
+
+def carries_conflict(scop: Scop, ident: int) -> bool:
+    """Does loop ``ident`` of ``scop`` carry a memory dependence? True when two
+    instances of statements inside it, in the same iteration of every loop
+    around it and in different iterations of it, touch one element and one of
+    them writes (a may-write counts). The same answer as
+    ``ident in compute_dependences(scop, MEMORY_KINDS).carrying_loops()``
+    (every write or read before a write, killed or not, is a memory
+    dependence), from one emptiness test instead of isl's dataflow analysis
+    of every buffer: the CPU pipeline asks it of a few candidate loops per
+    nest (:func:`mark_outermost_parallel`)."""
+    position = scop.loops[ident].depth - 1     # of the loop among a statement's dims
+    inside = [s for s in scop.statements.values() if ident in s.loops]
+    if not inside:
+        return False
+    space = scop.context.get_space()
+    writes = isl.UnionMap.empty(space)
+    accesses = isl.UnionMap.empty(space)
+    prefix = isl.UnionMap.empty(space)
+    for statement in inside:
+        outer = ", ".join(statement.dims[:position + 1])
+        prefix = prefix.union(isl.UnionMap.from_map(scop.isl_map(
+            f"{scop.param_space} -> {{ {isl_name(statement.name)}[{', '.join(statement.dims)}] -> "
+            f"[{outer}] }}")))
+        for access in statement.accesses:
+            relation = isl.UnionMap.from_map(access.relation)
+            accesses = accesses.union(relation)
+            if access.kind == "write":
+                writes = writes.union(relation)
+    if writes.is_empty():
+        return False
+    pairs = writes.apply_range(accesses.reverse())        # S1[i] -> S2[j]: same element
+    outer_pairs = pairs.apply_domain(prefix).apply_range(prefix)
+    moved = scop.isl_set(f"{scop.param_space} -> {{ [{', '.join(['0'] * position + ['x'])}] : x != 0 }}")
+    return not outer_pairs.deltas().intersect(isl.UnionSet.from_set(moved)).is_empty()
 
 
 def _constant_trip(loop: For) -> int | None:
@@ -111,9 +157,8 @@ def mark_outermost_parallel(function: Function, min_trip: int = 2) -> Function:
         if not isinstance(node, For) or not _worth_analysing(node, min_trip):
             body.append(node)
             continue
-        nest = replace(function, body=(node,))
-        deps = compute_dependences(extract(nest), MEMORY_KINDS)
-        chosen = set(outermost_parallel_loops(deps, min_trip))
+        scop = extract(replace(function, body=(node,)))
+        chosen = set(_outermost_free(scop, min_trip, partial(carries_conflict, scop)))
         if chosen:
             changed = True
             node = map_loops((node,), _marker(chosen))[0]

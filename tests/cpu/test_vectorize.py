@@ -108,3 +108,44 @@ def test_target_vector_bits_512_uses_zmm_registers():
     y, a = np.ones(1000, np.float32), np.arange(1000, dtype=np.float32)
     wide(y, a, a)
     np.testing.assert_array_equal(y, a * a + 1)
+
+
+def _register_tile(columns: int) -> str:
+    rows = "\n".join(f"""    for j_{r} = 0 to {columns} {{
+      S{r}: C[{r}, j_{r}] = C[{r}, j_{r}] + A[{r}, k] * B[k, j_{r}]
+    }}""" for r in range(4))
+    return f"""
+func f(C: f32[4, {columns}], A: f32[4, K], B: f32[K, {columns}]) {{
+  for k = 0 to K {{
+{rows}
+  }}
+}}"""
+
+
+@pytest.mark.parametrize("columns, vectors", [(8, 1), (16, 2), (32, 4), (24, None)])
+def test_jammed_copies_of_several_vectors_are_vectorised_not_unrolled(columns, vectors):
+    """The column loops an unroll-and-jam leaves (a register tile's rows) of 1, 2 or
+    4 vectors each: no full unrolling (LLVM's O3 would unroll each into scalar
+    statements for the SLP vectoriser, seconds of compile time on a convolution
+    tile), one vector iteration of ``vectors`` parts each; packed FMAs and the
+    same sums. 3 vectors a copy is left to LLVM."""
+    from dataclasses import replace
+
+    import polyir
+    from polyir.cpu.jit import build_cpu
+    from polyir.target import cpu
+    ex = build_cpu(polyir.parse(_register_tile(columns)), replace(cpu(1), vector_bits=256),
+                   cache_dir=None, fast_math=True)
+    assert ("llvm.loop.unroll.disable" in ex.llvm_ir) == (vectors is not None)
+    assert ("llvm.loop.interleave.count" in ex.llvm_ir) == (vectors is not None and vectors > 1)
+    if vectors is not None and vectors > 1:
+        assert f'!{{ !"llvm.loop.interleave.count", i32 {vectors} }}' in ex.llvm_ir
+        assert '!{ !"llvm.loop.vectorize.width", i32 8 }' in ex.llvm_ir
+    assert re.search(r"\bvfmadd\w*ps\s+.*%ymm", ex.asm), ex.asm[:3000]
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((4, 37)).astype(np.float32)
+    B = rng.standard_normal((37, columns)).astype(np.float32)
+    C = rng.standard_normal((4, columns)).astype(np.float32)
+    expected = C + A @ B
+    ex(C, A, B)
+    np.testing.assert_allclose(C, expected, rtol=1e-5, atol=1e-5)
