@@ -16,7 +16,7 @@ from dataclasses import replace
 from polyir.errors import PolyirError
 from polyir.ir.affine import Aff
 from polyir.ir.nodes import For, Function, If, Module, Node
-from polyir.ir.walk import STATEMENT_NODES, substitute, walk_nodes
+from polyir.ir.walk import STATEMENT_NODES, substitute, subtree_names, walk_nodes
 
 
 class UnknownLoop(PolyirError, KeyError):
@@ -37,12 +37,11 @@ def names_in(function: Function) -> set[str]:
     names = {function.name, *function.symbols, *function.buffers}
     for p in function.params:
         names.add(p.name)
-    for node in walk_nodes(function.body):
-        if isinstance(node, For):
-            names.add(node.var)
-            names.update(b.name for b in node.locals)
-        elif isinstance(node, STATEMENT_NODES):
-            names.add(node.name)
+    for node in function.body:   # remembered per nest: a rewrite re-reads the nests it made
+        inner = subtree_names(node)
+        names.update(inner.loop_vars)
+        names |= inner.locals
+        names |= inner.statements
     return names
 
 
@@ -132,7 +131,8 @@ def uniquify(module: Module) -> Module:
 
 def find_loop(function: Function, name: str) -> For:
     """The loop of ``function`` whose variable is ``name``; raises :class:`UnknownLoop`."""
-    found = [n for n in walk_nodes(function.body) if isinstance(n, For) and n.var == name]
+    holding = [node for node in function.body if name in subtree_names(node).loop_vars]
+    found = [n for n in walk_nodes(holding) if isinstance(n, For) and n.var == name]
     if len(found) != 1:
         raise UnknownLoop(function.name, name, loop_vars(function.body))
     return found[0]

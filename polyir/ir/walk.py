@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from polyir.ir.affine import Aff, FloorDiv, Mod
@@ -201,6 +201,51 @@ def _subtree_accesses(node: Node) -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(own_reads), frozenset(own_writes)
 
 
+@dataclass(frozen=True)
+class SubtreeNames:
+    """What :func:`subtree_names` records of a node and everything under it."""
+
+    loop_vars: tuple[str, ...]        # every loop's variable, in pre-order (repeats kept)
+    loop_ids: frozenset[int]          # ``id`` of every ``For`` (alive while the node is)
+    locals: frozenset[str]            # the loop-scoped buffers the loops declare
+    statements: frozenset[str]        # the statements' names
+
+
+def subtree_names(node: Node) -> SubtreeNames:
+    """The loops, loop-scoped buffers and statement names of ``node`` and
+    everything under it, remembered per node object (:func:`remembered`): a
+    search of a whole function (a fresh name, the loop named ``i``, the nest
+    that holds a loop) then walks only the nests made since the last search.
+    The ids are those of live nodes: the node holds every ``For`` under it."""
+    result: SubtreeNames = remembered(node, _NAMES, _subtree_names)
+    return result
+
+
+def _subtree_names(node: Node) -> SubtreeNames:
+    loop_vars: list[str] = []
+    loop_ids: set[int] = set()
+    declared: set[str] = set()
+    names: set[str] = set()
+    if isinstance(node, STATEMENT_NODES):
+        names.add(node.name)
+    if isinstance(node, For):
+        loop_vars.append(node.var)
+        loop_ids.add(id(node))
+        declared.update(b.name for b in node.locals)
+    children = node.body if isinstance(node, For) else \
+        node.then_body + node.else_body if isinstance(node, If) else ()
+    for child in children:
+        inner = subtree_names(child)
+        loop_vars.extend(inner.loop_vars)
+        loop_ids |= inner.loop_ids
+        declared |= inner.locals
+        names |= inner.statements
+    return SubtreeNames(tuple(loop_vars), frozenset(loop_ids), frozenset(declared), frozenset(names))
+
+
+_NAMES: dict[int, tuple[weakref.ref[Node], SubtreeNames]] = {}
+
+
 def _accesses_without_launches(node: Node) -> tuple[set[str], set[str]]:
     reads: set[str] = set()
     writes: set[str] = set()
@@ -357,6 +402,6 @@ def map_loops(nodes: Iterable[Node], rewrite: Callable[[For], Node]) -> tuple[No
     return tuple(result)
 
 
-__all__ = ["STATEMENT_NODES", "FRAGMENT_NODES", "walk_nodes", "leaf_nodes", "statements", "walk_expr", "loads",
+__all__ = ["STATEMENT_NODES", "FRAGMENT_NODES", "SubtreeNames", "subtree_names", "walk_nodes", "leaf_nodes", "statements", "walk_expr", "loads",
            "node_exprs", "node_accesses", "buffer_accesses", "buffers_used", "aff_to_expr",
            "substitute_expr", "map_loads", "substitute_indices", "substitute_node", "substitute", "map_loops"]

@@ -58,10 +58,12 @@ element: the results stay bit-equal to the original program's.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from polyir.errors import PolyirError
+from polyir.ir.canonical import canonical_form
 from polyir.ir.names import names_in
 from polyir.ir.nodes import Assign, For, Function, If, Node
 from polyir.ir.walk import walk_nodes
@@ -466,6 +468,10 @@ def auto_tile_function(function: Function, target: Target, remark: Remark,
     if widen:
         function = widen_function(function, target, remark, reduction_jam(target, 1), widened)
     deps_cache: dict[int, Dependences] = {}
+    # Decisions by the nest's canonical form and its plans: a nest the same as
+    # one planned before up to names (a repeated layer) takes the plan proven
+    # there, without its dependences and proofs again (``polyir.ir.canonical``).
+    decided: dict[str, _Decision] = {}
     # The unrolls of lane blocks' lane loops wait until every band is planned:
     # the later bands of the same nest are then proven against the rolled form
     # (lu: 1.9 s of isl against the 16 jammed copies, 0.2 s rolled).
@@ -486,44 +492,43 @@ def auto_tile_function(function: Function, target: Target, remark: Remark,
             remark(where, plans[0].why, "analysis")
             continue
         index = nest_of(function, chain[0])
-        try:
-            if index not in deps_cache:
-                deps_cache[index] = reused_dependences(widened.get(index), function, index)
-            deps = deps_cache[index]
-        except NotPolyhedral as error:
-            remark(where, f"not tiled: {error}", "missed")
-            continue
-        for plan in plans:
+        form = canonical_form(function, (function.body[index],))
+        key = "\n".join([form.key, form.canonical(head), *(_shape_of(plan) for plan in plans)])
+        known = decided.get(key)
+        deps: Dependences | None = None
+        if known is None:
+            known = decided[key] = _Decision()
             try:
-                if plan.kind == "gemm":
-                    check_permutable(deps, list(plan.band)).require()
-                elif plan.kind in ("order", "direct"):
-                    order = plan.steps[0].order  # type: ignore[attr-defined]
-                    check_permutation(deps, list(plan.band),
-                                      [list(plan.band).index(v) for v in order]).require()
-                cut = proven_prefix(plan.steps)
-                proven, origins, copies = apply_steps(function, plan.steps[:cut])
-                # a top-level loop's lane blocks add its remainder loop after it
-                added = len(proven.body) - len(function.body)
-                if added and not (plan.kind == "blocks" and added == 1):
-                    raise PolyirError("the plan changed the number of top-level nests")
-                prove(deps, proven, index, origins, copies, f"the {plan.kind} plan of loop '{head}'",
-                      1 + added)
-                if plan.kind == "blocks":
-                    result = proven
-                    deferred.extend(plan.steps[cut:])
-                else:
-                    result, _, _ = apply_steps(proven, plan.steps[cut:])
-            except PolyirError as error:
-                remark(where, f"{plan.kind} plan not applied: {error}", "missed")
+                if index not in deps_cache:
+                    deps_cache[index] = reused_dependences(widened.get(index), function, index)
+                deps = deps_cache[index]
+            except NotPolyhedral as error:
+                known.failures.append(form.canonical(f"not tiled: {error}"))
+        for text in known.failures if deps is None else ():   # the same nest, decided before
+            remark(where, form.actual(text), "missed")
+        if deps is None and known.chosen is None:
+            continue
+        for position, plan in enumerate(plans):
+            if deps is None and position != known.chosen:
                 continue
+            try:
+                result, copies, added, rest = _apply_plan(function, plan, index, head, deps)
+            except PolyirError as error:
+                text = f"{plan.kind} plan not applied: {error}"
+                known.failures.append(form.canonical(text))
+                remark(where, text, "missed")
+                continue
+            known.chosen = position
+            deferred.extend(rest)
             result, hoisted = hoist_copies(result, copies, target, where, remark)
             pipeline = format_pipeline(plan.steps + tuple(hoisted))
             if parallel and plan.parallel and target.cores > 1 \
-                    and _enough_blocks(result, plan.parallel[0], target.cores) \
-                    and independent_along(deps, plan.parallel[1]):
-                result = mark_loop_parallel(result, plan.parallel[0])
-                pipeline += f",mark-parallel{{loops={plan.parallel[0]}}}"
+                    and _enough_blocks(result, plan.parallel[0], target.cores):
+                if deps is not None:
+                    known.independent = independent_along(deps, plan.parallel[1])
+                if known.independent:
+                    result = mark_loop_parallel(result, plan.parallel[0])
+                    pipeline += f",mark-parallel{{loops={plan.parallel[0]}}}"
             remark(where, f"{plan.why}: {pipeline}", "applied")
             function = result
             if added:
@@ -537,6 +542,55 @@ def auto_tile_function(function: Function, target: Target, remark: Remark,
         except PolyirError as error:  # a later plan moved a lane loop: it stays rolled (correct)
             remark(f"function '{function.name}'", f"lane loops not unrolled: {error}", "missed")
     return function
+
+
+def _shape_of(plan: TilePlan) -> str:
+    """``plan``'s kind and steps with every name left out (the names a plan
+    makes up, ``i_t`` or ``A_pack``, have no canonical form): two nests the same
+    up to names get plans of the same shape, since the plans are a function of
+    the nest, its buffers and the target (checked, not assumed)."""
+    return re.sub(r"[A-Za-z_][A-Za-z0-9_]*", "_", f"{plan.kind} {format_pipeline(plan.steps)} "
+                                                  f"{bool(plan.parallel)}")
+
+
+@dataclass
+class _Decision:
+    """What :func:`auto_tile_function` decided for one nest and its plans: the
+    missed remarks (names canonical), the plan applied (position among the
+    plans) and whether its parallel loop was found independent."""
+
+    failures: list[str] = field(default_factory=list)
+    chosen: int | None = None
+    independent: bool = False
+
+
+def _apply_plan(function: Function, plan: TilePlan, index: int, head: str,
+                deps: Dependences | None) -> tuple[Function, set[str], int, list[object]]:
+    """``function`` with ``plan`` applied to its nest ``index``, the copy
+    statements, the top-level nests it added and the steps deferred to the end
+    (a lane block's unrolls). With ``deps`` (the nest's dependences) the plan is
+    checked and proven first (``PolyirError`` when it is not legal); without,
+    it is known legal (the same nest up to names was proven)."""
+    if deps is not None:
+        if plan.kind == "gemm":
+            check_permutable(deps, list(plan.band)).require()
+        elif plan.kind in ("order", "direct"):
+            order = plan.steps[0].order  # type: ignore[attr-defined]
+            check_permutation(deps, list(plan.band),
+                              [list(plan.band).index(v) for v in order]).require()
+    cut = proven_prefix(plan.steps)
+    proven, origins, copies = apply_steps(function, plan.steps[:cut])
+    # a top-level loop's lane blocks add its remainder loop after it
+    added = len(proven.body) - len(function.body)
+    if added and not (plan.kind == "blocks" and added == 1):
+        raise PolyirError("the plan changed the number of top-level nests")
+    if deps is not None:
+        prove(deps, proven, index, origins, copies, f"the {plan.kind} plan of loop '{head}'",
+              1 + added)
+    if plan.kind == "blocks":
+        return proven, copies, added, list(plan.steps[cut:])
+    result, _, _ = apply_steps(proven, plan.steps[cut:])
+    return result, copies, added, []
 
 
 def hoist_copies(function: Function, copies: set[str], target: Target, where: str,

@@ -26,7 +26,7 @@ from polyir.errors import PolyirError
 from polyir.ir.affine import Aff
 from polyir.ir.names import claim_name, find_loop
 from polyir.ir.nodes import Assign, Buffer, Expr, For, Function, If, Load, Node
-from polyir.ir.walk import STATEMENT_NODES, map_loads, substitute_node, walk_nodes
+from polyir.ir.walk import STATEMENT_NODES, map_loads, substitute_node, subtree_names, walk_nodes
 from polyir.polyhedral.dependences import MEMORY_KINDS, Dependences, compute_dependences
 from polyir.polyhedral.extract import extract
 from polyir.polyhedral.legality import Origin
@@ -81,7 +81,13 @@ def replace_node(function: Function, old: Node, new: Sequence[Node]) -> Function
             out.append(node)
         return tuple(out)
 
-    body = visit(function.body)
+    holding = [k for k, node in enumerate(function.body)
+               if node is old or (isinstance(old, For) and id(old) in subtree_names(node).loop_ids)]
+    if len(holding) == 1:      # only that nest is rebuilt (a loop's nest found by its id)
+        k = holding[0]
+        body = function.body[:k] + visit(function.body[k:k + 1]) + function.body[k + 1:]
+    else:
+        body = visit(function.body)
     if not found[0]:
         raise ValueError(f"node not found in function '{function.name}'")
     return replace(function, body=body)
@@ -90,7 +96,7 @@ def replace_node(function: Function, old: Node, new: Sequence[Node]) -> Function
 def nest_of(function: Function, loop: For) -> int:
     """Index of the top-level node of ``function`` that holds ``loop``."""
     for index, node in enumerate(function.body):
-        if any(n is loop for n in walk_nodes((node,))):
+        if id(loop) in subtree_names(node).loop_ids:
             return index
     raise ValueError(f"loop '{loop.var}' is not in function '{function.name}'")
 

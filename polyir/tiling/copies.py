@@ -69,7 +69,7 @@ from polyir.ir.nodes import (
     Select,
 )
 from polyir.ir.types import MemorySpace
-from polyir.ir.walk import STATEMENT_NODES, walk_nodes
+from polyir.ir.walk import STATEMENT_NODES, subtree_names, walk_nodes
 from polyir.polyhedral.dependences import MEMORY_KINDS, Dependences, compute_dependences
 from polyir.polyhedral.extract import Scop, aff_to_isl, affine_index, extract, isl_name
 from polyir.polyhedral.footprint import Bound, Footprint, bounding_box, isl_aff_to_aff, loop_footprints
@@ -337,7 +337,8 @@ def _accesses(nodes: Sequence[Node], buffer: str) -> tuple[list[tuple[Index, ...
 # ------------------------------------------------------------------ the mechanism
 def _declaring_loop(function: Function, buffer: str) -> For | None:
     """The loop whose locals hold ``buffer``, or ``None`` for a function-level buffer."""
-    for node in walk_nodes(function.body):
+    holding = [node for node in function.body if buffer in subtree_names(node).locals]
+    for node in walk_nodes(holding):
         if isinstance(node, For) and any(b.name == buffer for b in node.locals):
             return node
     return None

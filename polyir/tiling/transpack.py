@@ -45,6 +45,7 @@ from typing import Any
 from polyir.ir.affine import Aff
 from polyir.ir.names import claim_name, find_loop, names_in
 from polyir.ir.nodes import Assign, For, Function, If, Load, Node
+from polyir.ir.walk import subtree_accesses
 from polyir.polyhedral.extract import affine_index
 from polyir.tiling.bands import UnsupportedNest, replace_node
 from polyir.tiling.copies import _accesses, _declaring_loop, copy_buffer
@@ -132,7 +133,9 @@ def pack_operand(function: Function, at: str, buffer: str, along: str,
     def restore(load: Load) -> Load:
         return Load(buffer, load.indices) if load.buffer == stand_in else load
 
-    result = replace(packed, body=_map_nodes(packed.body, restore),
+    body = tuple(_map_nodes((node,), restore)[0] if stand_in in subtree_accesses(node)[0] else node
+                 for node in packed.body)    # the other nests never read the stand-in
+    result = replace(packed, body=body,
                      locals=tuple(b for b in packed.locals if b.name != stand_in))
     result = _copy_in_write_order(result, at, made, order)
     if check:

@@ -410,3 +410,54 @@ def test_tiled_f32_matmul_has_packed_fma_in_its_register_tile(cores: int) -> Non
     expected = C + A @ B
     executable(C, A, B)
     np.testing.assert_allclose(C, expected, rtol=1e-4, atol=1e-4)
+
+
+TWO_LAYERS = """func two(C: f32[64, 96], A: f32[64, 80], B: f32[80, 96], E: f32[64, 96], D: f32[80, 96]) {
+  for i = 0 to 64 {
+    for j = 0 to 96 {
+      for k = 0 to 80 {
+        S1: C[i, j] = C[i, j] + A[i, k] * B[k, j]
+      }
+    }
+  }
+  for p = 0 to 64 {
+    for q = 0 to 96 {
+      for r = 0 to 80 {
+        S3: E[p, q] = E[p, q] + A[p, r] * D[r, q]
+      }
+    }
+  }
+}"""
+
+
+def test_a_nest_the_same_up_to_names_reuses_the_proven_plan(monkeypatch) -> None:
+    """Two matrix products that differ only in names (two layers of a model):
+    the second takes the first's plan, renamed, without its dependences or
+    proofs again; the same code as planning each alone, and the same sums."""
+    import polyir.tiling.autotile as autotile
+
+    module = polyir.parse(TWO_LAYERS)
+    calls = {"deps": 0, "prove": 0}
+    deps, prove = autotile.reused_dependences, autotile.prove
+
+    def counted(name, function):
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return function(*args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(autotile, "reused_dependences", counted("deps", deps))
+    monkeypatch.setattr(autotile, "prove", counted("prove", prove))
+    result, ctx = _auto_tile(module, AVX512, ALWAYS)
+    assert calls == {"deps": 1, "prove": 1}, [str(r) for r in ctx.remarks]
+    applied = [r.why for r in ctx.remarks_of("auto-tile", "applied")]
+    assert len(applied) == 2
+    renamed = applied[1]
+    for old, new in (("E", "C"), ("D", "B"), ("p", "i"), ("q", "j"), ("r", "k"), ("S3", "S1")):
+        renamed = re.sub(rf"\b{old}(?=\b|_)", new, renamed)
+    assert renamed == applied[0]
+    monkeypatch.undo()
+    first = polyir.parse(TWO_LAYERS.split("  for p")[0] + "}")
+    alone, _ = _auto_tile(first, AVX512, ALWAYS)
+    assert str(result.entry.body[0]) == str(alone.entry.body[0])
+    assert_equivalent(module, result, trials=1)
