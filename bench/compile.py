@@ -157,20 +157,34 @@ def encoder_8_layers() -> tuple[torch.nn.Module, tuple[Any, ...]]:
     return model, (torch.randn(2, 16, 128),)
 
 
+def whole_cnn(name: str) -> tuple[torch.nn.Module, tuple[Any, ...]]:
+    """``resnet18_224`` or ``mobilenetv2_224`` of ``bench.fusion`` at batch 1."""
+    from bench.fusion import REALISTIC
+    torch.manual_seed(0)
+    factory, maker = REALISTIC[name]
+    return factory().eval(), maker(1)
+
+
+WHOLE_CNNS = ("resnet18_224", "mobilenetv2_224")
+"""Whole CNNs (68 and 180 loop nests): timed once cold and once warm, not 3 times."""
+
+
 def run(quick: bool) -> list[dict[str, Any]]:
-    """Every model at batch size 1 and the 8-layer encoder (``--quick``: the one
-    model Inductor compiles)."""
+    """Every model at batch size 1, the 8-layer encoder and the whole CNNs
+    (``--quick``: the one model Inductor compiles)."""
     names = [QUICK_INDUCTOR_MODEL] if quick else list(MODELS)
     warm_up_polyir()
     warm_up_inductor()
     cases = [(name, 1, lambda name=name: make(name, 1)) for name in names]
     if not quick:
         cases.append(("encoder_8_layers", 2, encoder_8_layers))
+        cases += [(name, 1, lambda name=name: whole_cnn(name)) for name in WHOLE_CNNS]
     rows = []
     for name, batch, maker in cases:
         model, inputs = maker()
         row: dict[str, Any] = {"model": name, "batch": batch}
-        row.update(cold_and_warm(model, inputs, repeats=1 if quick else 3, inductor=True))
+        repeats = 1 if quick or name in WHOLE_CNNS else 3
+        row.update(cold_and_warm(model, inputs, repeats=repeats, inductor=True))
         print(f"  {name}: {row}", flush=True)
         rows.append(row)
     return rows

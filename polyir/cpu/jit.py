@@ -103,8 +103,9 @@ KERNEL_SPEED_LEVEL = 3
 """LLVM optimisation level of kernels (O3: loop and SLP vectorisation, unrolling)."""
 WHOLE_FUNCTION_NESTS = 8
 """Functions of at most this many top-level nests are compiled as one LLVM
-function (one module costs less than several when there are few); longer ones
-are split into kernels."""
+function (one module costs less than several when there are few), unless
+some of their kernels repeat (a stack of identical layers: each distinct
+kernel is then compiled once); longer ones are split into kernels."""
 ENTRY_SPEED_LEVEL = 1
 """The entry only allocates and calls: O1 is enough (O3 is slow on a long one)."""
 DEFAULT = object()
@@ -517,12 +518,18 @@ def _units(module: Module, target: Target, fast_math: bool, host: str, fingerpri
     options = (repr(target), host, fingerprint, f"fast_math={fast_math}",
                f"parallel_cores={parallel_cores(target)}", f"check_subscripts={check}")
     can_split = splittable(function)
-    if not can_split or (not force_split and len(group_nodes(function.body)) <= WHOLE_FUNCTION_NESTS):
+    split = None
+    if can_split and (force_split or len(group_nodes(function.body)) > WHOLE_FUNCTION_NESTS):
+        split = split_function(function)
+    elif can_split:
+        candidate = split_function(function)
+        if len(candidate.distinct) < len(candidate.kernels):   # kernels repeat: each compiled once
+            split = candidate
+    if split is None:
         key = cache_key("function", print_module(module), *options, str(KERNEL_SPEED_LEVEL))
         return [_Unit(f"function '{function.name}'", key,
                       lambda: lower_to_llvm(module, target, fast_math, check),
                       speed_level=KERNEL_SPEED_LEVEL, whole=can_split)], 1, False
-    split = split_function(function)
     units = []
     for kernel in split.distinct.values():
         key = cache_key("kernel", kernel.text, *options, str(KERNEL_SPEED_LEVEL))

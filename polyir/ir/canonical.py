@@ -93,24 +93,30 @@ def canonical_form(function: Function, nodes: Iterable[Node],
                    marks: Mapping[str, Collection[str]] | None = None) -> CanonicalForm:
     """The :class:`CanonicalForm` of ``nodes`` (top-level nodes or nests of
     ``function``), with the names in each set of ``marks`` recorded in the key
-    under the set's label."""
+    under the set's label.
+
+    Each node is printed with its names replaced by their order of appearance
+    in a walk of its fields (loop variable, bounds, body, ...; a statement's
+    name, target, value): the order of the code, not of the names. Printing
+    with the original names would not do: an affine subscript prints its terms
+    sorted by variable name, so two layers whose loops are ``i_3, j_3`` and
+    ``i_12, j_12`` print ``32*i_3 + j_3`` and ``j_12 + 32*i_12`` and would
+    never match. The per-node forms are remembered (:func:`remembered`) and
+    joined through the names the nodes share."""
     nodes = tuple(nodes)
-    bound = bound_names(nodes) - set(function.symbols)
     order: list[str] = []
     index: dict[str, int] = {}
-
-    def replace(match: re.Match[str]) -> str:
-        word = match.group(0)
-        if word not in bound:
-            return word
-        if word not in index:
-            index[word] = len(order)
-            order.append(word)
-        return f"%{index[word]}"
-
-    body = _IDENTIFIER.sub(replace, "\n".join(remembered(node, _TEXT, print_node) for node in nodes))
+    lines: list[str] = []
+    for node in nodes:
+        local_order, text = remembered(node, _FORM, _node_form)
+        shared = []
+        for name in local_order:
+            if name not in index:
+                index[name] = len(order)
+                order.append(name)
+            shared.append(f"%{index[name]}")
+        lines.append(f"{text}\n<- {', '.join(shared)}")
     buffers = function.buffers
-    lines = [body]
     for k, name in enumerate(order):
         buffer = buffers.get(name)
         if buffer is not None:
@@ -121,6 +127,52 @@ def canonical_form(function: Function, nodes: Iterable[Node],
         lines.append(f"{label}: {chosen}")
     key = hashlib.sha256("\n".join(lines).encode()).hexdigest()
     return CanonicalForm(key, tuple(order))
+
+
+def _node_form(node: Node) -> tuple[tuple[str, ...], str]:
+    """``node``'s bound names in the order of the code, and its text with name
+    ``k`` of that order printed as ``$k`` (a launch: its text as it is, its
+    names in the order the text shows them)."""
+    bound = bound_names((node,))
+    if any(isinstance(inner, Launch) for inner in walk_nodes((node,))):
+        text = print_node(node)
+        found: list[str] = []
+        for match in _IDENTIFIER.finditer(text):
+            if match.group(0) in bound and match.group(0) not in found:
+                found.append(match.group(0))
+        local = {name: k for k, name in enumerate(found)}
+        return tuple(found), _IDENTIFIER.sub(
+            lambda m: f"${local[m.group(0)]}" if m.group(0) in local else m.group(0), text)
+    found = []
+    seen: set[str] = set()
+
+    def see(name: str) -> None:
+        if name not in seen:
+            seen.add(name)
+            found.append(name)
+
+    def visit(value: Any) -> None:
+        if isinstance(value, Aff):
+            for name in sorted(value.variables()):   # loop variables: seen at their loop
+                see(name)
+        elif isinstance(value, tuple):
+            for item in value:
+                visit(item)
+        elif dataclasses.is_dataclass(value) and not isinstance(value, (type, SourceLoc)):
+            for item in dataclasses.fields(value):
+                field_value = getattr(value, item.name)
+                if item.name in _NAME_FIELDS and isinstance(field_value, str):
+                    see(field_value)
+                else:
+                    visit(field_value)
+
+    visit(node)
+    names = tuple(name for name in found if name in bound) + tuple(sorted(bound - seen))
+    renamed = rename_nodes((node,), {name: f"${k}" for k, name in enumerate(names)})[0]
+    return names, print_node(renamed)      # size symbols keep their names
+
+
+_FORM: dict[int, tuple[weakref.ref[Node], Any]] = {}
 
 
 _NAME_FIELDS = frozenset({"name", "buffer", "var", "fragment", "result", "a", "b", "acc"})
@@ -161,11 +213,24 @@ def transfer(nodes: Iterable[Node], source: CanonicalForm, target: CanonicalForm
     """``nodes`` (what a pass made of the fragment ``source`` describes) made for the
     fragment ``target`` describes: ``source``'s names become ``target``'s, and the
     names the pass introduced become fresh ones (claimed in ``taken``)."""
+    return transfer_names(nodes, source, target, taken)[0]
+
+
+def transfer_names(nodes: Iterable[Node], source: CanonicalForm, target: CanonicalForm,
+                   taken: set[str]) -> tuple[tuple[Node, ...], dict[str, str]]:
+    """:func:`transfer`, and the renaming it applied (``source``'s names and the
+    introduced ones -> ``target``'s and fresh ones), for the pass's remarks."""
     nodes = tuple(nodes)
     mapping = target.renaming(source)
     for name in sorted(bound_names(nodes) - set(mapping)):
         mapping[name] = claim_name(base_name(name), taken)
-    return rename_nodes(nodes, mapping)
+    return rename_nodes(nodes, mapping), mapping
 
 
-__all__ = ["CanonicalForm", "bound_names", "canonical_form", "rename_nodes", "transfer"]
+def rename_text(text: str, mapping: Mapping[str, str]) -> str:
+    """``text`` (a remark) with every whole identifier in ``mapping`` renamed."""
+    return _IDENTIFIER.sub(lambda m: mapping.get(m.group(0), m.group(0)), text)
+
+
+__all__ = ["CanonicalForm", "bound_names", "canonical_form", "rename_nodes", "rename_text", "transfer",
+           "transfer_names"]

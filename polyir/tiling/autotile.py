@@ -57,7 +57,6 @@ element: the results stay bit-equal to the original program's.
 """
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -65,8 +64,7 @@ from dataclasses import dataclass, field, replace
 from polyir.errors import PolyirError
 from polyir.ir.canonical import canonical_form
 from polyir.ir.names import names_in
-from polyir.ir.nodes import Assign, For, Function, If, Node
-from polyir.ir.walk import walk_nodes
+from polyir.ir.nodes import For, Function, If, Node
 from polyir.passes import format_pipeline
 from polyir.polyhedral.dependences import Dependences
 from polyir.polyhedral.extract import NotPolyhedral
@@ -80,7 +78,7 @@ from polyir.polyhedral.legality import (
 from polyir.target import Target
 from polyir.tiling.bands import nest_of, perfect_chain, reused_dependences
 from polyir.tiling.copies import copy_buffer
-from polyir.tiling.hoist import find_copy, hoist_copy, kept_loops
+from polyir.tiling.hoisting import hoist_copies
 from polyir.tiling.interchange import interchange_band
 from polyir.tiling.lane_blocks import lane_blocks
 from polyir.tiling.levels import (
@@ -90,7 +88,6 @@ from polyir.tiling.levels import (
     contraction_options,
     gemm_plan,
     jam_plan,
-    largest_trip_count,
     order_plan,
     packed_register_plan,
     register_plan,
@@ -109,7 +106,6 @@ from polyir.tiling.orders import (
 )
 from polyir.tiling.passes import (
     Copies,
-    HoistCopy,
     Interchange,
     LaneBlocks,
     Pack,
@@ -117,7 +113,7 @@ from polyir.tiling.passes import (
     Tile,
     UnrollJam,
 )
-from polyir.tiling.sizes import gemm_sizes, hoist_budget, lanes, reduction_jam, register_tile
+from polyir.tiling.sizes import gemm_sizes, lanes, reduction_jam, register_tile
 from polyir.tiling.spill import spill_for_tiling
 from polyir.tiling.split import split_tiles
 from polyir.tiling.tile import tile_band
@@ -591,70 +587,6 @@ def _apply_plan(function: Function, plan: TilePlan, index: int, head: str,
         return proven, copies, added, list(plan.steps[cut:])
     result, _, _ = apply_steps(proven, plan.steps[cut:])
     return result, copies, added, []
-
-
-def hoist_copies(function: Function, copies: set[str], target: Target, where: str,
-                 remark: Remark) -> tuple[Function, list[HoistCopy]]:
-    """``function`` with each read-only copy among the statements ``copies``
-    (a plan's ``copies``/``pack`` scratchpads) made once before the outermost
-    loop around it that does not move it (``polyir.tiling.hoist``), when the
-    loops it leaves would repeat it at least twice (their constant trip
-    counts; unknown counts are taken as repeating) and the hoisted local fits
-    ``sizes.hoist_budget`` (see there why that bound). The loop is chosen
-    outermost first (the most repetitions saved); a loop the copy's start
-    moves with is no candidate, nor are those above it only by way of one.
-    A copy left in place although loops around it repeat it gets a
-    ``missed`` remark saying why (too large, or the mechanism's refusal: a
-    source written in the loop, a copy that moves with it). Also the
-    ``hoist-copy`` steps applied."""
-    steps: list[HoistCopy] = []
-    for name in sorted(copies):
-        statement = next((n for n in walk_nodes(function.body)
-                          if isinstance(n, Assign) and n.name == name), None)
-        if statement is None:
-            continue
-        try:
-            at, copy = find_copy(function, statement.buffer)
-        except PolyirError:
-            continue  # a copy-back, or a copy the later steps versioned
-        chain = _enclosing(function, at.var) + [at]
-        reasons: list[str] = []
-        for position, loop in enumerate(chain):
-            below = chain[position:]
-            kept = {k.var for k in kept_loops(below, copy)}
-            if loop.var in kept:
-                continue
-            counts = [largest_trip_count(p) for p in below if p.var not in kept]
-            known = [c for c in counts if c is not None]
-            if len(known) == len(counts) and math.prod(known) < 2:
-                continue
-            try:
-                hoisted, made = hoist_copy(function, statement.buffer, loop.var)
-            except PolyirError as error:
-                reasons.append(f"not out of loop '{loop.var}': {error}")
-                continue
-            size = math.prod(extent.constant if extent.is_constant else -1 for extent in made.shape)
-            element = function.buffers[copy.source].dtype.storage_bytes()
-            budget = hoist_budget(target)
-            if size < 0 or size * element > budget:
-                reasons.append(f"not out of loop '{loop.var}': the hoisted copy would hold "
-                               f"{'a symbolic number of' if size < 0 else size * element} bytes, "
-                               f"more than half the last cache level ({budget})")
-                continue
-            function = hoisted
-            step = HoistCopy(statement.buffer, loop.var)
-            steps.append(step)
-            repeats = str(math.prod(known)) if len(known) == len(counts) else "an unknown number of"
-            remark(where, f"copy '{statement.buffer}' of {copy.source} made once before loop "
-                          f"'{loop.var}' ({size * element} bytes, one block per iteration of "
-                          f"{', '.join(made.kept) or 'no loop'}) instead of {repeats} times: "
-                          f"{format_pipeline([step])}", "applied")
-            break
-        else:
-            if reasons:
-                remark(where, f"copy '{statement.buffer}' of {copy.source} not hoisted: "
-                              f"{'; '.join(reasons)}", "missed")
-    return function, steps
 
 
 def independent_along(deps: Dependences, var: str) -> bool:

@@ -56,6 +56,7 @@ from dataclasses import replace
 
 from polyir.errors import PolyirError
 from polyir.ir.affine import Aff
+from polyir.ir.canonical import CanonicalForm, canonical_form, rename_text, transfer_names
 from polyir.ir.nodes import Assign, BinOp, Buffer, Expr, For, Function, If, Load, Node
 from polyir.ir.types import DType
 from polyir.ir.walk import (
@@ -275,6 +276,14 @@ def _replace_loop(nodes: tuple[Node, ...], old: For, new: For) -> tuple[Node, ..
     return tuple(result)
 
 
+def _noting(remark: Remark, notes: list[tuple[str, str, str]]) -> Remark:
+    """``remark`` that also keeps each remark in ``notes``."""
+    def noted(where: str, why: str, kind: str) -> None:
+        notes.append((where, why, kind))
+        remark(where, why, kind)
+    return noted
+
+
 TILED_KINDS = ("gemm", "register", "direct")
 """Plans for which a spill pays."""
 
@@ -291,10 +300,28 @@ def spill_for_tiling(function: Function, plans: Callable[[Function, Sequence[For
     taken = names_in(function)   # fresh loop names unique in the whole function
     body: list[Node] = []
     changed = False
+    # a nest the same up to names as one done before (a repeated layer) takes its
+    # result renamed, and its remarks: no spill trials, no distribution again
+    seen: dict[str, tuple[CanonicalForm, tuple[Node, ...] | None, list[tuple[str, str, str]]]] = {}
     for nest in function.body:
         if not isinstance(nest, For):
             body.append(nest)
             continue
+        form = canonical_form(function, (nest,))
+        if form.key in seen:
+            first, done, recorded = seen[form.key]
+            mapping = form.renaming(first)
+            if done is not None:
+                nodes, mapping = transfer_names(done, first, form, taken)
+                body.extend(nodes)
+                changed = True
+            else:
+                body.append(nest)
+            for where, why, kind in recorded:
+                remark(rename_text(where, mapping), rename_text(why, mapping), kind)
+            continue
+        notes: list[tuple[str, str, str]] = []
+        nest_remark = _noting(remark, notes)
         current: tuple[Node, ...] = (nest,)
         for owner, name, around in _candidates(nest):
             where = f"function '{function.name}', loop '{owner.var}'"
@@ -305,7 +332,7 @@ def spill_for_tiling(function: Function, plans: Callable[[Function, Sequence[For
                 spilled, out = spill_accumulator(function, inlined, name,
                                                  _buffer_dtypes(function, current), around)
             except SpillRefused as why:
-                remark(where, f"accumulator '{name}' kept in a register: {why}", "missed")
+                nest_remark(where, f"accumulator '{name}' kept in a register: {why}", "missed")
                 continue
             trial = replace(function, body=_replace_loop(current, owner, spilled))
             errors: list[tuple[str, Exception]] = []
@@ -316,7 +343,7 @@ def spill_for_tiling(function: Function, plans: Callable[[Function, Sequence[For
                 split = trial
             budget = [error for _, error in errors if isinstance(error, AnalysisBudget)]
             if budget:
-                remark(where, f"accumulator '{name}' kept in a register: {budget[0]}", "missed")
+                nest_remark(where, f"accumulator '{name}' kept in a register: {budget[0]}", "missed")
                 continue
             reduction = {s.name for s in statements(spilled.body) if isinstance(s, Assign)
                          and s.buffer == out and any(load.buffer == out for load in loads(s.value))}
@@ -325,16 +352,17 @@ def spill_for_tiling(function: Function, plans: Callable[[Function, Sequence[For
                      for kind in plans(split, chain)]
             good = [kind for kind in kinds if kind in TILED_KINDS]
             if not good:
-                remark(where, f"accumulator '{name}' kept in a register: spilled into '{out}' "
+                nest_remark(where, f"accumulator '{name}' kept in a register: spilled into '{out}' "
                        f"its reduction would get no tiling plan", "missed")
                 continue
             substituted = f" (epilogue temporaries {', '.join(temporaries)} substituted)" \
                 if temporaries else ""
-            remark(where, f"accumulator '{name}' spilled into '{out}'{substituted} and the nest "
+            nest_remark(where, f"accumulator '{name}' spilled into '{out}'{substituted} and the nest "
                    f"distributed: its reduction gets the {good[0]} plan", "applied")
             current = split.body
             taken |= names_in(split)
             changed = True
+        seen[form.key] = (form, None if len(current) == 1 and current[0] is nest else current, notes)
         body.extend(current)
     return replace(function, body=tuple(body)) if changed else function
 

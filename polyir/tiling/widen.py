@@ -270,8 +270,12 @@ def widen_function(function: Function, target: Target, remark: Remark, factor: i
     ``analysed`` receives, by top-level index, each nest's dependences with
     the function they were computed for (``bands.reused_dependences``)."""
     analysed = {} if analysed is None else analysed
+    from polyir.ir.canonical import canonical_form
     from polyir.ir.names import UnknownLoop, find_loop
     from polyir.tiling.autotile import find_bands
+    # the decision for a band of a nest the same up to names as one decided
+    # before (a repeated layer): its refusal, or its widening without the proof
+    decided: dict[str, str | None] = {}
     for found in find_bands(function):
         try:
             chain = perfect_chain(find_loop(function, found[0].var))[:len(found)]
@@ -281,14 +285,25 @@ def widen_function(function: Function, target: Target, remark: Remark, factor: i
         if not inner.locals or not any(isinstance(n, For) for n in inner.body):
             continue
         where = f"function '{function.name}', loop '{chain[0].var}'"
+        index = nest_of(function, chain[0])
+        form = canonical_form(function, (function.body[index],))
+        key = f"{form.key} {form.canonical(chain[0].var)} {len(chain)}"
         try:
-            index = nest_of(function, chain[0])
-            deps = reused_dependences(analysed.get(index), function, index)
-            analysed[index] = (function, deps)
-            result, origins, var = widen_band(function, chain, factor, target)
-            check_rewrite(deps, nest_function(result, index), what=f"widening loop '{inner.var}'",
-                          origins=origins).require()
+            if key in decided:
+                refusal = decided[key]
+                if refusal is not None:
+                    raise WidenRefused(form.actual(refusal))
+                result, origins, var = widen_band(function, chain, factor, target)
+            else:
+                decided[key] = None
+                deps = reused_dependences(analysed.get(index), function, index)
+                analysed[index] = (function, deps)
+                result, origins, var = widen_band(function, chain, factor, target)
+                check_rewrite(deps, nest_function(result, index), what=f"widening loop '{inner.var}'",
+                              origins=origins).require()
         except (PolyirError, NotPolyhedral, ValueError) as error:
+            if key not in decided or decided[key] is None:
+                decided[key] = form.canonical(str(error))
             remark(where, f"accumulators not widened: {error}", "missed")
             continue
         block = f"loop {var} blocked" if var is not None else "one row, no loop blocked"

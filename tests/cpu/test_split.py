@@ -138,11 +138,30 @@ def test_compile_stages_are_logged(caplog, monkeypatch):
 
 
 def test_small_functions_stay_one_llvm_function(monkeypatch):
+    """A few nests, none the same as another: one LLVM function."""
+    from polyir.cpu import jit
+
+    monkeypatch.setattr(jit, "WHOLE_FUNCTION_NESTS", 8)
+    distinct = TWO_LAYERS.replace("h[a, c] * w2[c, b]", "h[a, c] * w2[c, b] * 0.5")
+    executable = build_cpu(polyir.parse(distinct), cpu(1), cache_dir=None)
+    assert len(executable.objects) == 1 and "polyir.k." not in executable.llvm_ir
+    args = _inputs()
+    expected = _reference(polyir.parse(distinct), args)
+    executable(*args)
+    np.testing.assert_allclose(args[0], expected[0], rtol=1e-5, atol=1e-5)
+
+
+def test_small_functions_with_repeated_kernels_compile_each_once(monkeypatch):
+    """A few nests of which two are the same up to names (two layers): split,
+    the repeated kernel compiled once and called twice (an 8-layer encoder
+    fused into 8 nests compiled 8 copies of one layer as one function: 4.6 s
+    of LLVM against 0.5 s)."""
     from polyir.cpu import jit
 
     monkeypatch.setattr(jit, "WHOLE_FUNCTION_NESTS", 8)
     executable = build_cpu(polyir.parse(TWO_LAYERS), cpu(1), cache_dir=None)
-    assert len(executable.objects) == 1 and "polyir.k." not in executable.llvm_ir
+    kernels = re.findall(r"define [^@]*@\"?(polyir\.k\.[\w.]+)", executable.llvm_ir)
+    assert len(kernels) == 2, kernels          # the product once, the sum once
     args = _inputs()
     expected = _reference(polyir.parse(TWO_LAYERS), args)
     executable(*args)
