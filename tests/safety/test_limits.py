@@ -26,7 +26,8 @@ TRIPLE = """func f(A: f32[N, N, N]) {
 }
 """
 
-PAIR = """func f(A: f32[N], B: f32[N], C: f32[N]) {
+PAIR = """func f(A: f32[N], C: f32[N]) {
+  local B: f32[N]
   for i = 0 to N {
     S0: B[i] = A[i] * 2.0
   }
