@@ -30,8 +30,9 @@ from polyir.target import Target, resolve
 LOGGER = logging.getLogger("polyir.driver")
 
 _PIPELINES = {
-    "cpu": "fuse,online-reductions,single-pass-moments,shrink-buffers,distribute,auto-tile,split-guards",
-    "interpret": "fuse,online-reductions,single-pass-moments,shrink-buffers",
+    "cpu": "fuse,online-reductions,single-pass-moments,shrink-buffers,simplify-subscripts,distribute,"
+           "auto-tile,split-guards",
+    "interpret": "fuse,online-reductions,single-pass-moments,shrink-buffers,simplify-subscripts",
     "cuda": "fuse,shrink-buffers,mark-parallel,gpu-tensorcore,gpu-map",
 }
 
@@ -43,7 +44,9 @@ def default_pipeline(target: Target | str | None = None, fast_math: bool = False
     intermediates contracted to loop-scoped locals); the CPU and the
     interpreter run ``online-reductions,single-pass-moments`` between them
     (softmax statistics and attention in one traversal over key tiles; mean
-    and variance in one traversal for rows larger than L1); CPU adds
+    and variance in one traversal for rows larger than L1), and
+    ``simplify-subscripts`` after ``shrink-buffers`` (the floor divisions of
+    reshapes that fusion's slices decide, made affine); CPU adds
     ``distribute,auto-tile`` (perfect bands, then tiling, packing and register
     tiles from the Target's cache and register facts; exact: no sum changes
     order); CUDA adds ``mark-parallel,gpu-tensorcore,gpu-map`` (16-bit

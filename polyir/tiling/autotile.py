@@ -57,6 +57,7 @@ element: the results stay bit-equal to the original program's.
 """
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -324,7 +325,13 @@ def _contraction_plans(function: Function, c: Contraction, target: Target, gemm_
     plans: list[TilePlan] = []
     roles = f"rows {c.i}, columns {c.j}, reduction {', '.join(c.k)}"
     taken = names_in(function)
-    if len(c.k) == 1 and c.rectangular and (amount is None or amount >= gemm_work):
+    # BLIS's cache blocks pay for one product of at least ``gemm_work``; a batch
+    # of smaller ones (a Linear layer fused per sequence) gets the register
+    # tile, whose column panel ``hoist_copies`` can make once for the batch
+    batches = [c.extent(b) for b in c.batch]
+    known = [b for b in batches if b is not None]
+    each = None if amount is None or len(known) < len(batches) else amount // max(1, math.prod(known))
+    if len(c.k) == 1 and c.rectangular and (each is None or each >= gemm_work):
         sizes = gemm_sizes(target, c.element_bytes, m, n, k, target.cores if parallel else 1)
         steps = gemm_plan(c, sizes, set(taken))
         blocks = next(step for step in steps if isinstance(step, Tile))

@@ -168,6 +168,34 @@ def test_batched_matmul_keeps_the_batch_loop_outside() -> None:
     assert_equivalent(module, result, trials=1, sizes={"B": 2, "M": 7, "N": 9, "K": 5})
 
 
+def test_a_batch_of_small_products_gets_the_register_tile_and_one_weight_panel() -> None:
+    """A Linear layer fused per sequence (8 products of 32 x 64 x 256, shared
+    weights): each product is below ``gemm_work``, so the register tile,
+    whose packed weights are made once for the batch; one product of the
+    whole work keeps BLIS's plan."""
+    batched = """func f(Y: f32[8, 32, 64], X: f32[8, 32, 256], W: f32[64, 256]) {
+  for b = 0 to 8 {
+    for i = 0 to 32 {
+      for j = 0 to 64 {
+        for k = 0 to 256 {
+          S0: Y[b, i, j] = Y[b, i, j] + X[b, i, k] * W[j, k]
+        }
+      }
+    }
+  }
+}"""
+    module = polyir.parse(batched)
+    result, ctx = _auto_tile(module, AVX512, "auto-tile")
+    applied = " ".join(r.why for r in ctx.remarks_of("auto-tile", "applied"))
+    assert "register tile" in applied and "matrix product" not in applied
+    assert "made once before loop 'b'" in applied
+    assert_equivalent(module, result, trials=1)
+    whole = batched.replace("f32[8, 32,", "f32[1, 256,").replace("0 to 8", "0 to 1") \
+        .replace("i = 0 to 32", "i = 0 to 256")
+    _, ctx = _auto_tile(polyir.parse(whole), AVX512, "auto-tile")
+    assert "matrix product" in ctx.remarks_of("auto-tile", "applied")[0].why
+
+
 def test_convolution_as_loops_gets_a_register_tile_with_the_reduction_order_kept() -> None:
     text = """func conv(O: f32[CO, H, W], I: f32[CI, H + 2, W + 2], F: f32[CO, CI, 3, 3]) {
   for co = 0 to CO {
