@@ -67,8 +67,8 @@ from polyir.ir.canonical import canonical_form
 from polyir.ir.names import names_in
 from polyir.ir.nodes import For, Function, If, Node
 from polyir.passes import format_pipeline
-from polyir.polyhedral.dependences import Dependences
-from polyir.polyhedral.extract import NotPolyhedral
+from polyir.polyhedral.dependences import MEMORY_KINDS, Dependences, compute_dependences
+from polyir.polyhedral.extract import NotPolyhedral, extract
 from polyir.polyhedral.legality import (
     Origin,
     check_permutable,
@@ -77,7 +77,17 @@ from polyir.polyhedral.legality import (
     compose_origins,
 )
 from polyir.target import Target
-from polyir.tiling.bands import nest_of, perfect_chain, reused_dependences
+from polyir.tiling.bands import (
+    BandPath,
+    band_path,
+    band_scope,
+    band_surroundings,
+    nest_dependences,
+    nest_function,
+    nest_of,
+    perfect_chain,
+    without_statements,
+)
 from polyir.tiling.copies import copy_buffer
 from polyir.tiling.hoisting import hoist_copies
 from polyir.tiling.interchange import interchange_band
@@ -470,7 +480,9 @@ def auto_tile_function(function: Function, target: Target, remark: Remark,
     widened: dict[int, tuple[Function, Dependences]] = {}   # the nests widening analysed
     if widen:
         function = widen_function(function, target, remark, reduction_jam(target, 1), widened)
-    deps_cache: dict[int, Dependences] = {}
+    # a band's dependences: the nest's when widening analysed it unchanged,
+    # else those of the band's scope (``bands.band_scope``), by nest and path
+    deps_cache: dict[tuple[int, BandPath | None], Dependences] = {}
     # Decisions by the nest's canonical form and its plans: a nest the same as
     # one planned before up to names (a repeated layer) takes the plan proven
     # there, without its dependences and proofs again (``polyir.ir.canonical``).
@@ -499,12 +511,11 @@ def auto_tile_function(function: Function, target: Target, remark: Remark,
         key = "\n".join([form.key, form.canonical(head), *(_shape_of(plan) for plan in plans)])
         known = decided.get(key)
         deps: Dependences | None = None
+        scope: BandPath | None = None
         if known is None:
             known = decided[key] = _Decision()
             try:
-                if index not in deps_cache:
-                    deps_cache[index] = reused_dependences(widened.get(index), function, index)
-                deps = deps_cache[index]
+                scope, deps = _band_dependences(function, chain[0], index, widened, deps_cache)
             except NotPolyhedral as error:
                 known.failures.append(form.canonical(f"not tiled: {error}"))
         for text in known.failures if deps is None else ():   # the same nest, decided before
@@ -515,7 +526,7 @@ def auto_tile_function(function: Function, target: Target, remark: Remark,
             if deps is None and position != known.chosen:
                 continue
             try:
-                result, copies, added, rest = _apply_plan(function, plan, index, head, deps)
+                result, copies, added, rest = _apply_plan(function, plan, index, head, deps, scope)
             except PolyirError as error:
                 text = f"{plan.kind} plan not applied: {error}"
                 known.failures.append(form.canonical(text))
@@ -534,10 +545,8 @@ def auto_tile_function(function: Function, target: Target, remark: Remark,
                     pipeline += f",mark-parallel{{loops={plan.parallel[0]}}}"
             remark(where, f"{plan.why}: {pipeline}", "applied")
             function = result
-            if added:
-                deps_cache.clear()  # the later nests moved
-            else:
-                deps_cache.pop(index, None)
+            for cached in [k for k in deps_cache if added or k[0] == index]:
+                del deps_cache[cached]  # this nest changed (and with added nests, the later ones moved)
             break
     if deferred:
         try:
@@ -567,13 +576,32 @@ class _Decision:
     independent: bool = False
 
 
+def _band_dependences(function: Function, top: For, index: int,
+                      widened: dict[int, tuple[Function, Dependences]],
+                      cache: dict[tuple[int, BandPath | None], Dependences]
+                      ) -> tuple[BandPath | None, Dependences]:
+    """The dependences that prove a plan of the band whose outermost loop is
+    ``top`` (in nest ``index``) and the scope they cover: the whole nest's when
+    widening analysed this very nest (``None``), else the band's scope's."""
+    known = widened.get(index)
+    if known is not None and nest_function(known[0], index) == nest_function(function, index):
+        return None, known[1]
+    path = band_path(function, top)
+    if (index, path) not in cache:
+        cache[(index, path)] = compute_dependences(extract(band_scope(function, path)), MEMORY_KINDS)
+    return path, cache[(index, path)]
+
+
 def _apply_plan(function: Function, plan: TilePlan, index: int, head: str,
-                deps: Dependences | None) -> tuple[Function, set[str], int, list[object]]:
+                deps: Dependences | None, scope: BandPath | None = None
+                ) -> tuple[Function, set[str], int, list[object]]:
     """``function`` with ``plan`` applied to its nest ``index``, the copy
     statements, the top-level nests it added and the steps deferred to the end
     (a lane block's unrolls). With ``deps`` (the nest's dependences) the plan is
     checked and proven first (``PolyirError`` when it is not legal); without,
-    it is known legal (the same nest up to names was proven)."""
+    it is known legal (the same nest up to names was proven). ``scope``: the
+    band's path when ``deps`` are its scope's (:func:`bands.band_scope`), the
+    proof then of the same scope of the result; ``None``: the whole nest's."""
     if deps is not None:
         if plan.kind == "gemm":
             check_permutable(deps, list(plan.band)).require()
@@ -588,8 +616,14 @@ def _apply_plan(function: Function, plan: TilePlan, index: int, head: str,
     if added and not (plan.kind == "blocks" and added == 1):
         raise PolyirError("the plan changed the number of top-level nests")
     if deps is not None:
-        prove(deps, proven, index, origins, copies, f"the {plan.kind} plan of loop '{head}'",
-              1 + added)
+        what = f"the {plan.kind} plan of loop '{head}'"
+        bare = without_statements(proven, copies)
+        if scope is not None and scope[1] and \
+                band_surroundings(bare, scope) == band_surroundings(function, scope):
+            check_rewrite(deps, band_scope(bare, scope), what=what, origins=origins).require()
+        else:   # the whole nest's proof: no scope, or the plan changed loops around the band
+            whole = deps if scope is None or not scope[1] else nest_dependences(function, index)
+            prove(whole, proven, index, origins, copies, what, 1 + added)
     if plan.kind == "blocks":
         return proven, copies, added, list(plan.steps[cut:])
     result, _, _ = apply_steps(proven, plan.steps[cut:])

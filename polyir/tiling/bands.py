@@ -123,6 +123,122 @@ def reused_dependences(known: tuple[Function, Dependences] | None, function: Fun
     return nest_dependences(function, index)
 
 
+BandPath = tuple[int, tuple[tuple[int, int], ...], int]
+"""Where a band sits (:func:`band_path`): its top-level nest, the ``(branch,
+position)`` steps from that nest down to the band's loop (branch 1 is an
+``if``'s else), and how many nodes the band's level held."""
+
+
+def band_path(function: Function, loop: For) -> BandPath:
+    """The :data:`BandPath` of ``loop`` in ``function``."""
+    index = nest_of(function, loop)
+    node: Node = function.body[index]
+    steps: list[tuple[int, int]] = []
+    siblings = len(function.body)
+    while node is not loop:
+        levels = [node.body] if isinstance(node, For) else \
+            [node.then_body, node.else_body] if isinstance(node, If) else []
+        for branch, children in enumerate(levels):
+            position = next((k for k, child in enumerate(children)
+                             if child is loop or id(loop) in subtree_names(child).loop_ids), None)
+            if position is not None:
+                steps.append((branch, position))
+                siblings, node = len(children), children[position]
+                break
+        else:
+            raise ValueError(f"loop '{loop.var}' is not in function '{function.name}'")
+    return index, tuple(steps), siblings
+
+
+def _band_level(function: Function, path: BandPath, keep: bool) -> Function:
+    """The nest at ``path`` reduced to the band's level's slot (``keep``) or
+    with that slot emptied (not ``keep``); see :func:`band_scope`."""
+    index, steps, siblings = path
+
+    def down(node: Node, rest: tuple[tuple[int, int], ...]) -> Node:
+        branch, position = rest[0]
+        if isinstance(node, For):
+            children = node.body
+        else:
+            assert isinstance(node, If)
+            children = node.else_body if branch else node.then_body
+        end = position + 1 + len(children) - siblings
+        if len(rest) == 1:
+            kept = children[position:end] if keep else children[:position] + children[end:]
+        elif keep:
+            kept = (down(children[position], rest[1:]),)
+        else:
+            kept = children[:position] + (down(children[position], rest[1:]),) + children[position + 1:]
+        if isinstance(node, For):
+            return replace(node, body=kept)
+        if keep:
+            return replace(node, then_body=() if branch else kept, else_body=kept if branch else ())
+        return replace(node, else_body=kept) if branch else replace(node, then_body=kept)
+
+    return replace(function, body=(down(function.body[index], steps),))
+
+
+def band_surroundings(function: Function, path: BandPath) -> Function:
+    """The nest of the band at ``path`` (a non-empty path) with the band's slot
+    emptied and no loop-scoped locals: equal before and after a rewrite (its
+    copy statements left out, :func:`without_statements`) exactly when the
+    rewrite changed no loop or statement but those in that slot, the
+    condition under which :func:`band_scope`'s proof stands for the whole
+    nest."""
+    def bare(nodes: tuple[Node, ...]) -> tuple[Node, ...]:
+        out: list[Node] = []
+        for node in nodes:
+            if isinstance(node, For):
+                node = replace(node, body=bare(node.body), locals=())
+            elif isinstance(node, If):
+                node = replace(node, then_body=bare(node.then_body), else_body=bare(node.else_body))
+            out.append(node)
+        return tuple(out)
+
+    emptied = _band_level(function, path, keep=False)
+    return replace(emptied, body=bare(emptied.body))
+
+
+def without_statements(function: Function, names: set[str]) -> Function:
+    """``function`` without the statements ``names`` (a rewrite's copies) and
+    the loops and conditions left empty by their removal; locals are kept."""
+    if not names:
+        return function
+
+    def prune(nodes: tuple[Node, ...]) -> tuple[Node, ...]:
+        out: list[Node] = []
+        for node in nodes:
+            if isinstance(node, For):
+                body = prune(node.body)
+                if body or not node.body:
+                    out.append(node if body == node.body else replace(node, body=body))
+            elif isinstance(node, If):
+                then_body, else_body = prune(node.then_body), prune(node.else_body)
+                if then_body or else_body:
+                    out.append(replace(node, then_body=then_body, else_body=else_body))
+            elif not (isinstance(node, Assign) and node.name in names):
+                out.append(node)
+        return tuple(out)
+
+    return replace(function, body=prune(function.body))
+
+
+def band_scope(function: Function, path: BandPath) -> Function:
+    """``function`` reduced to the band at ``path`` and the loops and
+    conditions around it, every other node of its nest dropped; at the band's
+    level the band and the nodes a rewrite put in its place (as many as that level
+    now holds more than ``path`` recorded). A rewrite inside the band reorders
+    only the band's statement instances among themselves, and their memory
+    dependences are the same here as in the whole nest: the analysis of the
+    scope before and after the rewrite is the proof (a fused nest's other
+    statements, attention's softmax beside a projection, can cost most of
+    it)."""
+    index, steps, siblings = path
+    if not steps:
+        return replace(function, body=function.body[index:index + 1 + len(function.body) - siblings])
+    return _band_level(function, path, keep=True)
+
+
 def loops_inside(nodes: Sequence[Node]) -> list[For]:
     """Every loop under ``nodes``, in pre-order."""
     return [n for n in walk_nodes(nodes) if isinstance(n, For)]
@@ -203,4 +319,4 @@ def renamed_copy(nodes: Sequence[Node], taken: set[str],
 
 
 __all__ = ["UnsupportedNest", "band", "perfect_chain", "replace_node", "nest_of", "nest_function",
-           "nest_dependences", "loops_inside", "statements_inside", "renamed_copy", "rename_buffers_expr"]
+           "nest_dependences", "BandPath", "band_path", "band_scope", "band_surroundings", "without_statements", "loops_inside", "statements_inside", "renamed_copy", "rename_buffers_expr"]

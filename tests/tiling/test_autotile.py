@@ -466,7 +466,7 @@ def test_a_nest_the_same_up_to_names_reuses_the_proven_plan(monkeypatch) -> None
 
     module = polyir.parse(TWO_LAYERS)
     calls = {"deps": 0, "prove": 0}
-    deps, prove = autotile.reused_dependences, autotile.prove
+    deps, prove = autotile._band_dependences, autotile.prove
 
     def counted(name, function):
         def wrapper(*args, **kwargs):
@@ -474,7 +474,7 @@ def test_a_nest_the_same_up_to_names_reuses_the_proven_plan(monkeypatch) -> None
             return function(*args, **kwargs)
         return wrapper
 
-    monkeypatch.setattr(autotile, "reused_dependences", counted("deps", deps))
+    monkeypatch.setattr(autotile, "_band_dependences", counted("deps", deps))
     monkeypatch.setattr(autotile, "prove", counted("prove", prove))
     result, ctx = _auto_tile(module, AVX512, ALWAYS)
     assert calls == {"deps": 1, "prove": 1}, [str(r) for r in ctx.remarks]
