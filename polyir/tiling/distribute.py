@@ -41,12 +41,12 @@ from polyir.ir.walk import (
     buffers_used,
     loads,
     substitute,
-    subtree_names,
     walk_nodes,
 )
 from polyir.polyhedral.dependences import MEMORY_KINDS, Dependences, compute_dependences
 from polyir.polyhedral.extract import extract
 from polyir.polyhedral.legality import check_rewrite
+from polyir.tiling.bands import band_path, band_scope
 from polyir.tiling.expand import expand_scalar_locals
 
 
@@ -186,18 +186,7 @@ def loop_scope(function: Function, loop: For) -> Function:
     whole function, so its analysis is the proof at a fraction of the cost (a
     fused nest's other statements, with the floor divisions of reshapes in
     their subscripts, can multiply it past the analysis budget)."""
-    def keep(nodes: tuple[Node, ...]) -> tuple[Node, ...]:
-        for node in nodes:
-            if node is loop:
-                return (node,)
-            if isinstance(node, (For, If)) and id(loop) in subtree_names(node).loop_ids:
-                if isinstance(node, For):
-                    return (replace(node, body=keep(node.body)),)
-                return (replace(node, then_body=keep(node.then_body),
-                                else_body=keep(node.else_body)),)
-        return ()
-
-    return replace(function, body=keep(function.body))
+    return band_scope(function, band_path(function, loop))
 
 
 def distribute_loop(function: Function, name: str, deps: Dependences | None = None,
