@@ -99,6 +99,7 @@ from polyir.llvm.hints import jammed_copies, reorders_float_reduction
 from polyir.llvm.hooks import I1, I32, I64, LoweringHooks, where
 from polyir.llvm.locals import ZERO_STORE_MAX_ELEMENTS, LocalAllocation, byte_size
 from polyir.llvm.row_block import lower_row_block, match_row_block
+from polyir.llvm.transposed_copy import lower_transposed_copy, match_transposed_copy
 
 __all__ = ["LoweringHooks", "FunctionLowerer", "BufferBinding", "LoweredFunction",
            "lower_function", "lower_module", "signature", "function_type", "buffers_used",
@@ -192,6 +193,10 @@ class FunctionLowerer(LocalAllocation, ExprLowering):
         binding = BufferBinding(buffer, pointer, strides)
         self.buffers[buffer.name] = binding
         return binding
+
+    def _declared(self, name: str) -> Buffer | None:
+        binding = self.buffers.get(name)
+        return None if binding is None else binding.buffer
 
     def entry_alloca(self, typ: ir.Type, name: str = "") -> ir.Value:
         """An ``alloca`` in the entry block (so mem2reg/SROA can promote it), as an
@@ -412,6 +417,10 @@ class FunctionLowerer(LocalAllocation, ExprLowering):
 
     def lower_serial_loop(self, loop: For) -> None:
         self.ensure_locals(loop.locals)
+        copy = match_transposed_copy(loop, self._declared, self.hooks.row_block_lanes)
+        if copy is not None:
+            lower_transposed_copy(self, copy)
+            return
         block = match_row_block(loop, self.function, self.hooks.row_block_lanes)
         if block is not None:
             lower_row_block(self, loop, block, lambda: self._lower_scalar_loop(loop))

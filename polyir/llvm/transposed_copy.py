@@ -1,0 +1,225 @@
+"""Copies that transpose, lowered as blocks transposed in registers.
+
+A register tile whose rows run along one loop of the output and whose
+columns (the vectors) along another leaves its accumulator copies
+transposed: the copy-out of a convolution's ``8 x 32`` tile (rows: 8 output
+pixels, columns: 32 output channels, vectors along the channels) writes, for
+each channel, 8 pixels that are consecutive in the output::
+
+    for c = c0 to c0 + 32 {
+      for w = w0 to w0 + 8 {
+        out[0, c, h, w] = tile[0, 0, w - w0, c - c0]
+      }
+    }
+
+LLVM vectorises the inner loop along ``w`` and writes it with a scatter of
+the tile's column (``vscatterqps``, element by element in the memory
+system), or gathers element by element. :func:`match_transposed_copy`
+recognises such a nest: perfect, every loop with a constant trip count and
+step 1, one statement ``dst[...] = src[...]`` of a 32- or 64-bit float
+element, two of its loops ``p`` and ``q`` such that ``dst`` is unit-stride
+along ``p`` and ``src`` along ``q`` (the loop's variable in the last
+subscript of extent above 1 with coefficient 1, and in no other subscript),
+``src`` moving along ``p`` too (not a broadcast), both trip counts multiples of a block size ``V`` (a power of two, 4 to the
+target's lanes), every iteration writing its own element of ``dst`` (each
+loop's variable, with coefficient +-1, alone in one subscript of ``dst``)
+and ``src`` another buffer. :func:`lower_transposed_copy` then runs the
+other loops as they are and, for each ``V x V`` block of ``(p, q)``, loads
+``V`` vectors of ``src`` along ``q`` (one per ``p``), transposes them in
+registers (``row_block.transpose``) and stores ``V`` vectors of ``dst``
+along ``p`` (one per ``q``). Each element is copied as it is (bits, no
+arithmetic), so the result is the scalar loop's, in another order, which a
+copy whose writes are all distinct and whose source it does not write
+allows.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from llvmlite import ir
+
+from polyir.ir.affine import Aff
+from polyir.ir.nodes import Assign, For, Load
+from polyir.ir.types import DType
+from polyir.llvm.hooks import I32, I64
+from polyir.llvm.row_block import transpose
+
+if TYPE_CHECKING:
+    from polyir.ir.nodes import Buffer
+    from polyir.llvm.lower import FunctionLowerer
+
+MIN_BLOCK = 4
+"""The smallest block (``V``) worth transposing in registers."""
+
+
+@dataclass(frozen=True)
+class TransposedCopy:
+    """A nest matched by :func:`match_transposed_copy`."""
+
+    loops: tuple[For, ...]
+    """The nest's loops, outermost first."""
+    statement: Assign
+    source: Load
+    p: str
+    """The loop along which ``dst`` is unit-stride (a stored vector's lanes)."""
+    q: str
+    """The loop along which ``src`` is unit-stride (a loaded vector's lanes)."""
+    block: int
+    dtype: DType
+
+
+def _chain(loop: For) -> tuple[list[For], object]:
+    loops = [loop]
+    node: object = loop
+    while isinstance(node, For) and len(node.body) == 1 and not node.locals:
+        node = node.body[0]
+        if isinstance(node, For):
+            loops.append(node)
+    return loops, node
+
+
+def _unit_stride_var(indices: Sequence[object], shape: Sequence[Aff], names: set[str]) -> str | None:
+    """The loop variable among ``names`` along which ``indices`` move by one
+    element: coefficient 1 in the last subscript whose extent is not 1, and
+    in no other subscript; ``None`` when there is none (or several)."""
+    affs = [i if isinstance(i, Aff) and i.is_linear else None for i in indices]
+    if any(a is None for a in affs):
+        return None
+    last = len(affs) - 1
+    while last > 0 and shape[last].is_constant and shape[last].constant == 1:
+        last -= 1
+    candidates = [v for v in names if affs[last].coefficient(v) == 1]  # type: ignore[union-attr]
+    if len(candidates) != 1:
+        return None
+    var = candidates[0]
+    if any(a.coefficient(var) for k, a in enumerate(affs) if k != last):  # type: ignore[union-attr]
+        return None
+    return var
+
+
+def _distinct_writes(indices: Sequence[object], names: Sequence[str]) -> bool:
+    """Each variable of ``names`` alone (coefficient +-1) in a subscript of its
+    own: different iterations write different elements."""
+    seen: set[str] = set()
+    for index in indices:
+        if not isinstance(index, Aff) or not index.is_linear:
+            return False
+        present = [v for v in names if index.coefficient(v)]
+        if len(present) > 1:
+            return False
+        if present:
+            if abs(index.coefficient(present[0])) != 1:
+                return False
+            seen.add(present[0])
+    return seen == set(names)
+
+
+def match_transposed_copy(loop: For, buffers: Callable[[str], Buffer | None],
+                          lanes_of: Callable[[DType], int]) -> TransposedCopy | None:
+    """``loop`` as a transposing copy (module docstring), or ``None``.
+    ``buffers(name)`` gives a buffer's declaration; ``lanes_of(dtype)``: the
+    target's vector lanes (0: off)."""
+    from polyir.llvm.lower import constant_trip_count
+
+    loops, statement = _chain(loop)
+    if not isinstance(statement, Assign) or not isinstance(statement.value, Load):
+        return None
+    if any(lp.step != 1 or lp.parallel or lp.mapping is not None or lp.locals
+           or constant_trip_count(lp) is None for lp in loops):
+        return None
+    source = statement.value
+    dst, src = buffers(statement.buffer), buffers(source.buffer)
+    if dst is None or src is None or dst.name == src.name or dst.dtype is not src.dtype \
+            or dst.dtype not in (DType.F32, DType.F64):
+        return None
+    lanes = lanes_of(dst.dtype)
+    names = [lp.var for lp in loops]
+    moving = {lp.var for lp in loops if constant_trip_count(lp) != 1}
+    if lanes < MIN_BLOCK or not _distinct_writes(statement.indices, names):
+        return None
+    p = _unit_stride_var(statement.indices, dst.shape, moving)
+    q = _unit_stride_var(source.indices, src.shape, moving)
+    if p is None or q is None or p == q \
+            or not any(isinstance(i, Aff) and i.coefficient(p) for i in source.indices):
+        return None   # not a transpose (``src`` the same along ``p``: a broadcast)
+    trips = {lp.var: constant_trip_count(lp) or 0 for lp in loops}
+    block = lanes
+    while block >= MIN_BLOCK and (trips[p] % block or trips[q] % block):
+        block //= 2
+    if block < MIN_BLOCK:
+        return None
+    return TransposedCopy(tuple(loops), statement, source, p, q, block, dst.dtype)
+
+
+def lower_transposed_copy(lowerer: FunctionLowerer, copy: TransposedCopy) -> None:
+    """Emit ``copy``: the loops other than ``p`` and ``q`` as they are, then
+    ``V x V`` blocks loaded along ``q``, transposed and stored along ``p``."""
+    from polyir.llvm.hooks import compute_type
+    from polyir.llvm.lower import constant_trip_count
+
+    b = lowerer.builder
+    block = copy.block
+    vector = ir.VectorType(compute_type(copy.dtype), block)
+    align = 4 if copy.dtype is DType.F32 else 8
+    per_lane = 16 // align
+    p_loop = next(lp for lp in copy.loops if lp.var == copy.p)
+    q_loop = next(lp for lp in copy.loops if lp.var == copy.q)
+    others = [lp for lp in copy.loops if lp.var not in (copy.p, copy.q)]
+
+    def shuffle(x: ir.Value, y: ir.Value, mask: list[int]) -> ir.Value:
+        return b.shuffle_vector(x, y, ir.Constant(ir.VectorType(I32, len(mask)), mask))
+
+    def at(value: ir.Value, offset: int) -> ir.Value:
+        return lowerer._add_nsw(value, ir.Constant(I64, offset)) if offset else value
+
+    def blocks() -> None:
+        p_first, q_first = lowerer.aff(p_loop.lower[0]), lowerer.aff(q_loop.lower[0])
+
+        def p_block(p_start: ir.Value) -> None:
+            p0 = lowerer._add_nsw(p_first, p_start)
+
+            def q_block(q_start: ir.Value) -> None:
+                q0 = lowerer._add_nsw(q_first, q_start)
+                previous_q = lowerer.bind(copy.q, q0)
+                rows = []
+                for r in range(block):
+                    previous_p = lowerer.bind(copy.p, at(p0, r))
+                    pointer = lowerer.element_pointer(copy.source.buffer, copy.source.indices)
+                    rows.append(b.load(pointer, typ=vector, align=align))
+                    lowerer.unbind(copy.p, previous_p)
+                columns = transpose(rows, shuffle, per_lane)
+                previous_p = lowerer.bind(copy.p, p0)
+                for c, column in enumerate(columns):
+                    lowerer.bind(copy.q, at(q0, c))
+                    pointer = lowerer.element_pointer(copy.statement.buffer, copy.statement.indices)
+                    b.store(column, pointer, align=align)
+                lowerer.unbind(copy.p, previous_p)
+                lowerer.unbind(copy.q, previous_q)
+
+            lowerer.emit_range_loop(ir.Constant(I64, 0), ir.Constant(I64, constant_trip_count(q_loop) or 0),
+                                    block, q_block, f"{copy.q}.tblock")
+
+        lowerer.emit_range_loop(ir.Constant(I64, 0), ir.Constant(I64, constant_trip_count(p_loop) or 0),
+                                block, p_block, f"{copy.p}.tblock")
+
+    def nest(index: int) -> None:
+        if index == len(others):
+            blocks()
+            return
+        loop = others[index]
+        first = lowerer.aff(loop.lower[0])
+
+        def body(counter: ir.Value) -> None:
+            previous = lowerer.bind(loop.var, lowerer._add_nsw(first, counter))
+            nest(index + 1)
+            lowerer.unbind(loop.var, previous)
+
+        lowerer.emit_range_loop(ir.Constant(I64, 0), ir.Constant(I64, constant_trip_count(loop) or 0),
+                                1, body, f"{loop.var}.t")
+
+    nest(0)
+
+
+__all__ = ["TransposedCopy", "match_transposed_copy", "lower_transposed_copy", "MIN_BLOCK"]
