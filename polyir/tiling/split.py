@@ -28,8 +28,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from polyir.ir.affine import Aff, Constraint
-from polyir.ir.names import find_loop, names_in
+from polyir.ir.names import UnknownLoop, find_loop, names_in
 from polyir.ir.nodes import For, Function, If, Node
+from polyir.ir.walk import substitute
 from polyir.polyhedral.dependences import Dependences
 from polyir.polyhedral.legality import Origin, check_rewrite, compose_origins
 from polyir.tiling.bands import (
@@ -130,21 +131,28 @@ def prune_bounds(nodes: Sequence[Node], facts: Sequence[Aff]) -> tuple[Node, ...
 
 
 def _versions(body: tuple[Node, ...], guards: list[list[Constraint]], taken: set[str],
-              leaf: Callable[[tuple[Node, ...]], tuple[Node, ...]] | None = None
+              leaf: Callable[[tuple[Node, ...]], tuple[Node, ...]] | None = None,
+              last: Sequence[tuple[str, int] | None] = ()
               ) -> tuple[tuple[Node, ...], dict[str, Origin]]:
     """``body`` versioned on each guard in turn: the full version of the first
     (bounds pruned by its facts), else the body renamed; then the next guard
     inside both. The versions that are full for every guard keep the names
-    (and are passed through ``leaf`` when given)."""
+    (and are passed through ``leaf`` when given). ``last[k]``, when given and
+    not ``None``, is ``(tile variable, value)``: the one value the tile loop
+    of guard ``k`` takes when the guard fails (:func:`_last_tile`), put in
+    for the variable in that version."""
     if not guards:
         return (leaf(body) if leaf is not None else body), {}
     first, rest = guards[0], guards[1:]
+    pinned, later = (last[0], last[1:]) if last else (None, ())
     if not first:
-        return _versions(body, rest, taken, leaf)
+        return _versions(body, rest, taken, leaf, later)
     facts = [c.rhs - c.lhs for c in first]
-    full, full_origins = _versions(prune_bounds(body, facts), rest, taken, leaf)
-    renamed, renamed_origins = renamed_copy(body, taken)
-    partial, partial_origins = _versions(renamed, rest, taken)
+    full, full_origins = _versions(prune_bounds(body, facts), rest, taken, leaf, later)
+    partial_body = body if pinned is None else \
+        prune_bounds(substitute(body, {pinned[0]: Aff.const(pinned[1])}), [])
+    renamed, renamed_origins = renamed_copy(partial_body, taken)
+    partial, partial_origins = _versions(renamed, rest, taken, last=later)
     origins = dict(full_origins)
     origins.update(renamed_origins)  # the inner full versions keep these names
     origins.update(compose_origins(renamed_origins, partial_origins))
@@ -230,7 +238,8 @@ def split_tiles(function: Function, at: str, loops: Sequence[str],
         padded = _padded_versions(function, scope, loops, pad, bound_here, deps, check)
         if padded is not None:
             return padded
-    body, origins = _versions(scope.body, guards, names_in(function))
+    last = [_last_tile(function, inside[name], guard) for name, guard in zip(loops, guards, strict=True)]
+    body, origins = _versions(scope.body, guards, names_in(function), last=last)
     all_facts = [c.rhs - c.lhs for g in guards for c in g]
     for loop in loops_inside(prune_bounds(scope.body, all_facts)):
         if loop.var in loops and len(loop.upper) != 1:
@@ -245,6 +254,47 @@ def split_tiles(function: Function, at: str, loops: Sequence[str],
         check_rewrite(deps, nest_function(result, index), what=f"splitting the tiles of '{at}'",
                       origins=origins).require()
     return result, origins
+
+
+def _last_tile(function: Function, point: For, guard: Sequence[Constraint]) -> tuple[str, int] | None:
+    """``(v, value)`` when the tiles of ``point`` fail their full-tile test
+    ``guard`` only at the last tile, whose start ``value`` is a constant:
+    ``point`` runs from ``v`` to ``min(U, v + c)`` inside a tile loop ``for v
+    = L to U step c`` (``L`` and ``U`` constants, ``U - L`` not a multiple of
+    ``c``) and the test is ``v + c <= U``. In the partial version ``v`` is
+    then ``L + c * floor((U - L - 1) / c)``, and putting it in gives that
+    version's loops constant bounds (a 56-wide row in tiles of 48: the last
+    tile runs 8 iterations, which LLVM unrolls and vectorises, instead of
+    ``min(56, v + 48) - v``)."""
+    found = full_tile_guard(point)
+    if found is None or len(guard) != 1:
+        return None
+    bound, _ = found
+    start = next((lo for lo in point.lower if (bound - lo).is_constant), None)
+    if start is None or len(start.variables()) != 1:
+        return None
+    var = next(iter(start.variables()))
+    if not _same(start, Aff.var(var)):
+        return None
+    span = (bound - start).constant
+    try:
+        tile = find_loop(function, var)
+    except UnknownLoop:
+        return None
+    if tile.step != span or len(tile.lower) != 1 or len(tile.upper) != 1 \
+            or not tile.lower[0].is_constant or not tile.upper[0].is_constant:
+        return None
+    low, high = tile.lower[0].constant, tile.upper[0].constant
+    test = guard[0]
+    if high <= low or not (high - low) % span or test.op != "<=" or not _same(test.lhs, bound) \
+            or not _same(test.rhs, Aff.const(high)):
+        return None
+    return var, low + span * ((high - low - 1) // span)
+
+
+def _same(a: Aff, b: Aff) -> bool:
+    difference = a - b
+    return difference.is_constant and difference.constant == 0
 
 
 def _padded_versions(function: Function, scope: For, loops: Sequence[str], pad: Sequence[str],

@@ -110,6 +110,48 @@ def test_register_tile_pipeline_keeps_meaning_and_puts_accumulators_in_a_local()
     _check(module, result)
 
 
+CONSTANT = """func mm(C: f32[{m}, {n}], A: f32[{m}, 5], B: f32[5, {n}]) {{
+  for i = 0 to {m} {{
+    for j = {lo} to {n} {{
+      for k = 0 to 5 {{
+        S0: C[i, j] = C[i, j] + A[i, k] * B[k, j]
+      }}
+    }}
+  }}
+}}"""
+
+
+@pytest.mark.parametrize("m, n, lo, mi, nj", [(10, 56, 0, 4, 48), (8, 112, 0, 8, 48), (7, 30, 3, 3, 8),
+                                               (6, 17, 1, 2, 16), (9, 48, 0, 3, 48)])
+def test_the_last_tile_of_a_constant_extent_gets_constant_bounds(m: int, n: int, lo: int, mi: int,
+                                                                  nj: int) -> None:
+    # the partial version runs only at the last tile, whose start is known:
+    # it is put in, and the point and copy loops get constant trip counts
+    module = polyir.parse(CONSTANT.format(m=m, n=n, lo=lo))
+    pipeline = (f"tile{{loops=i,j sizes={mi},{nj} names=ir,jr}},"
+                "interchange{loops=ir,jr,i,j,k order=ir,jr,k,i,j},"
+                f"copies{{at=jr buffers=C}},split-tiles{{at=jr loops=i,j}},"
+                f"unroll-jam{{loops=i factors={mi} depth=0}}")
+    result = transform(module, pipeline, verify_each=True)
+    inner = [loop for loop in _loops(result) if loop.var not in ("ir", "jr")]
+    variable = [str(loop) .split("{")[0] for loop in inner
+                if len(loop.upper) != 1 or not (loop.upper[0] - loop.lower[0]).is_constant]
+    assert not variable, variable
+    partial = [loop for loop in inner if any(str((n - lo) % nj) == str(u - lw) for u in loop.upper
+                                             for lw in loop.lower)]
+    assert bool(partial) == bool((n - lo) % nj), [str(loop.upper) for loop in inner]
+    _check(module, result)
+
+
+def test_a_symbolic_extent_keeps_the_bounds_of_its_last_tile() -> None:
+    module = polyir.parse(MATMUL)
+    result = transform(module, "tile{loops=i,j sizes=3,4 names=ir,jr},"
+                               "interchange{loops=ir,jr,i,j,k order=ir,jr,k,i,j},"
+                               "copies{at=jr buffers=C},split-tiles{at=jr loops=i,j}")
+    assert any(len(loop.upper) == 2 for loop in _loops(result))   # min(M, ir + 3) in the rest
+    _check(module, result)
+
+
 UPPER = """func f(C: f64[N, N], A: f64[N, N]) {
   for i = 0 to N {
     for j = i to N {
