@@ -31,7 +31,7 @@ LOGGER = logging.getLogger("polyir.driver")
 
 _PIPELINES = {
     "cpu": "fuse,online-reductions,single-pass-moments,shrink-buffers,simplify-subscripts,distribute,"
-           "auto-tile,split-guards",
+           "auto-tile,forward-inits,split-guards",
     "interpret": "fuse,online-reductions,single-pass-moments,shrink-buffers,simplify-subscripts",
     "cuda": "fuse,shrink-buffers,mark-parallel,gpu-tensorcore,gpu-map",
 }
@@ -47,9 +47,10 @@ def default_pipeline(target: Target | str | None = None, fast_math: bool = False
     and variance in one traversal for rows larger than L1), and
     ``simplify-subscripts`` after ``shrink-buffers`` (the floor divisions of
     reshapes that fusion's slices decide, made affine); CPU adds
-    ``distribute,auto-tile`` (perfect bands, then tiling, packing and register
-    tiles from the Target's cache and register facts; exact: no sum changes
-    order); CUDA adds ``mark-parallel,gpu-tensorcore,gpu-map`` (16-bit
+    ``distribute,auto-tile,forward-inits`` (perfect bands, then tiling,
+    packing and register tiles from the Target's cache and register facts;
+    exact: no sum changes order; then an output's initialisation, a bias,
+    forwarded into the tiles' copies that read it); CUDA adds ``mark-parallel,gpu-tensorcore,gpu-map`` (16-bit
     contractions go to tensor cores, other parallel loops become grids and
     blocks). With ``fast_math`` (``polyir.compile``'s default), the CPU's
     ``auto-tile`` also reads padded convolutions' inputs from zero-padded

@@ -54,7 +54,7 @@ from polyir.testing import (
 
 PASSES = ("fuse", "online-reductions", "shrink-buffers", "distribute", "auto-tile", "mark-parallel",
           "reschedule", "simplify-bounds", "remove-dead-statements", "canonicalize-names",
-          "split-guards", "single-pass-moments", "simplify-subscripts", "split-tiles", "copies", "pack", "interchange",
+          "split-guards", "single-pass-moments", "simplify-subscripts", "forward-inits", "split-tiles", "copies", "pack", "interchange",
           "unroll-jam", "tile", "gpu-tensorcore")
 KINDS = ("native", "passes", "gpu", "edges", "reductions")
 TEAM = replace(cpu(2), parallel_dispatch_ns=0.0, team_late_ns=2**62)
