@@ -17,9 +17,13 @@ the tile's column (``vscatterqps``, element by element in the memory
 system), or gathers element by element. :func:`match_transposed_copy`
 recognises such a nest: perfect, every loop with a constant trip count and
 step 1, one statement ``dst[...] = src[...]`` of a 32- or 64-bit float
-element, two of its loops ``p`` and ``q`` such that ``dst`` is unit-stride
-along ``p`` and ``src`` along ``q`` (the loop's variable in the last
-subscript of extent above 1 with coefficient 1, and in no other subscript),
+element, a loop ``p`` along which ``dst`` is unit-stride (its variable in
+the last subscript of extent above 1 with coefficient 1, and in no other
+subscript) and loops ``q`` along which ``src`` runs over consecutive
+elements (one such loop, or, when the extents of ``src`` are constants, a
+group of loops that flatten into one run: a weight pack reading
+``W[co, ci, kh, kw]`` along ``ci, kh, kw``, one iteration of ``q`` being
+one element of the run),
 ``src`` moving along ``p`` too (not a broadcast), both trip counts multiples of a block size ``V`` (a power of two, 4 to the
 target's lanes), every iteration writing its own element of ``dst`` (each
 loop's variable, with coefficient +-1, alone in one subscript of ``dst``)
@@ -34,6 +38,7 @@ allows.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -64,8 +69,10 @@ class TransposedCopy:
     source: Load
     p: str
     """The loop along which ``dst`` is unit-stride (a stored vector's lanes)."""
-    q: str
-    """The loop along which ``src`` is unit-stride (a loaded vector's lanes)."""
+    q: tuple[str, ...]
+    """The loops along which ``src`` runs over consecutive elements,
+    innermost first (a loaded vector's lanes; usually one loop)."""
+    q_trips: tuple[int, ...]
     block: int
     dtype: DType
 
@@ -116,6 +123,36 @@ def _distinct_writes(indices: Sequence[object], names: Sequence[str]) -> bool:
     return seen == set(names)
 
 
+def _contiguous_group(indices: Sequence[object], shape: Sequence[Aff], names: set[str],
+                      trips: dict[str, int]) -> tuple[str, ...] | None:
+    """The loops of ``names`` along which ``indices`` run over consecutive
+    elements, innermost first: the one with a flat coefficient of 1 (every
+    extent of the buffer a constant: the row-major address, all subscripts
+    together), then each loop whose coefficient is the previous one's times
+    that loop's trip count (a weight pack reading ``W[co, ci, kh, kw]`` along
+    ``ci, kh, kw``: 1152 consecutive floats for 128 input channels of a 3x3
+    kernel). With a symbolic extent, the one loop of :func:`_unit_stride_var`."""
+    if not all(e.is_constant for e in shape):
+        var = _unit_stride_var(indices, shape, names)
+        return None if var is None else (var,)
+    if not all(isinstance(i, Aff) and i.is_linear for i in indices):
+        return None
+    strides = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        strides[d] = strides[d + 1] * shape[d + 1].constant
+    flat = {v: sum(i.coefficient(v) * s for i, s in zip(indices, strides, strict=True))  # type: ignore[union-attr]
+            for v in names}
+    group: list[str] = []
+    want = 1
+    while True:
+        found = [v for v in names if v not in group and flat[v] == want]
+        if len(found) != 1:
+            break
+        group.append(found[0])
+        want *= trips[found[0]]
+    return tuple(group) or None
+
+
 def match_transposed_copy(loop: For, buffers: Callable[[str], Buffer | None],
                           lanes_of: Callable[[DType], int]) -> TransposedCopy | None:
     """``loop`` as a transposing copy (module docstring), or ``None``.
@@ -136,26 +173,30 @@ def match_transposed_copy(loop: For, buffers: Callable[[str], Buffer | None],
         return None
     lanes = lanes_of(dst.dtype)
     names = [lp.var for lp in loops]
-    moving = {lp.var for lp in loops if constant_trip_count(lp) != 1}
+    trips = {lp.var: constant_trip_count(lp) or 0 for lp in loops}
+    moving = {v for v in names if trips[v] != 1}
     if lanes < MIN_BLOCK or not _distinct_writes(statement.indices, names):
         return None
     p = _unit_stride_var(statement.indices, dst.shape, moving)
-    q = _unit_stride_var(source.indices, src.shape, moving)
-    if p is None or q is None or p == q \
-            or not any(isinstance(i, Aff) and i.coefficient(p) for i in source.indices):
+    if p is None or not any(isinstance(i, Aff) and i.coefficient(p) for i in source.indices):
         return None   # not a transpose (``src`` the same along ``p``: a broadcast)
-    trips = {lp.var: constant_trip_count(lp) or 0 for lp in loops}
+    group = _contiguous_group(source.indices, src.shape, moving - {p}, trips)
+    if group is None:
+        return None
+    extent = math.prod(trips[v] for v in group)
     block = lanes
-    while block >= MIN_BLOCK and (trips[p] % block or trips[q] % block):
+    while block >= MIN_BLOCK and (trips[p] % block or extent % block):
         block //= 2
     if block < MIN_BLOCK:
         return None
-    return TransposedCopy(tuple(loops), statement, source, p, q, block, dst.dtype)
+    return TransposedCopy(tuple(loops), statement, source, p, group,
+                          tuple(trips[v] for v in group), block, dst.dtype)
 
 
 def lower_transposed_copy(lowerer: FunctionLowerer, copy: TransposedCopy) -> None:
     """Emit ``copy``: the loops other than ``p`` and ``q`` as they are, then
-    ``V x V`` blocks loaded along ``q``, transposed and stored along ``p``."""
+    ``V x V`` blocks loaded along ``q`` (its loops' iterations in a row),
+    transposed and stored along ``p``."""
     from polyir.llvm.hooks import compute_type
     from polyir.llvm.lower import constant_trip_count
 
@@ -164,9 +205,10 @@ def lower_transposed_copy(lowerer: FunctionLowerer, copy: TransposedCopy) -> Non
     vector = ir.VectorType(compute_type(copy.dtype), block)
     align = 4 if copy.dtype is DType.F32 else 8
     per_lane = 16 // align
-    p_loop = next(lp for lp in copy.loops if lp.var == copy.p)
-    q_loop = next(lp for lp in copy.loops if lp.var == copy.q)
-    others = [lp for lp in copy.loops if lp.var not in (copy.p, copy.q)]
+    by_var = {lp.var: lp for lp in copy.loops}
+    p_loop = by_var[copy.p]
+    others = [lp for lp in copy.loops if lp.var != copy.p and lp.var not in copy.q]
+    extent = math.prod(copy.q_trips)
 
     def shuffle(x: ir.Value, y: ir.Value, mask: list[int]) -> ir.Value:
         return b.shuffle_vector(x, y, ir.Constant(ir.VectorType(I32, len(mask)), mask))
@@ -174,35 +216,44 @@ def lower_transposed_copy(lowerer: FunctionLowerer, copy: TransposedCopy) -> Non
     def at(value: ir.Value, offset: int) -> ir.Value:
         return lowerer._add_nsw(value, ir.Constant(I64, offset)) if offset else value
 
+    def bind_q(flat: ir.Value) -> None:
+        """The loops of ``q`` at flat position ``flat`` (innermost fastest)."""
+        inner = 1
+        for var, trip in zip(copy.q, copy.q_trips, strict=True):
+            value = flat if inner == 1 else b.udiv(flat, ir.Constant(I64, inner))
+            if inner * trip < extent:
+                value = b.urem(value, ir.Constant(I64, trip))
+            lowerer.bind(var, lowerer._add_nsw(lowerer.aff(by_var[var].lower[0]), value))
+            inner *= trip
+
     def blocks() -> None:
-        p_first, q_first = lowerer.aff(p_loop.lower[0]), lowerer.aff(q_loop.lower[0])
+        p_first = lowerer.aff(p_loop.lower[0])
+        saved = {var: lowerer.bind(var, ir.Constant(I64, 0)) for var in (copy.p, *copy.q)}
 
         def p_block(p_start: ir.Value) -> None:
             p0 = lowerer._add_nsw(p_first, p_start)
 
-            def q_block(q_start: ir.Value) -> None:
-                q0 = lowerer._add_nsw(q_first, q_start)
-                previous_q = lowerer.bind(copy.q, q0)
+            def q_block(q0: ir.Value) -> None:
+                bind_q(q0)
                 rows = []
                 for r in range(block):
-                    previous_p = lowerer.bind(copy.p, at(p0, r))
+                    lowerer.bind(copy.p, at(p0, r))
                     pointer = lowerer.element_pointer(copy.source.buffer, copy.source.indices)
                     rows.append(b.load(pointer, typ=vector, align=align))
-                    lowerer.unbind(copy.p, previous_p)
                 columns = transpose(rows, shuffle, per_lane)
-                previous_p = lowerer.bind(copy.p, p0)
+                lowerer.bind(copy.p, p0)
                 for c, column in enumerate(columns):
-                    lowerer.bind(copy.q, at(q0, c))
+                    bind_q(at(q0, c))
                     pointer = lowerer.element_pointer(copy.statement.buffer, copy.statement.indices)
                     b.store(column, pointer, align=align)
-                lowerer.unbind(copy.p, previous_p)
-                lowerer.unbind(copy.q, previous_q)
 
-            lowerer.emit_range_loop(ir.Constant(I64, 0), ir.Constant(I64, constant_trip_count(q_loop) or 0),
-                                    block, q_block, f"{copy.q}.tblock")
+            lowerer.emit_range_loop(ir.Constant(I64, 0), ir.Constant(I64, extent), block, q_block,
+                                    f"{copy.q[0]}.tblock")
 
         lowerer.emit_range_loop(ir.Constant(I64, 0), ir.Constant(I64, constant_trip_count(p_loop) or 0),
                                 block, p_block, f"{copy.p}.tblock")
+        for var, previous in saved.items():
+            lowerer.unbind(var, previous)
 
     def nest(index: int) -> None:
         if index == len(others):

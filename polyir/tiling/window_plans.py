@@ -112,7 +112,7 @@ def window_kc(target: Target, c: Contraction, tile: RegisterTile) -> int | None:
     the panel (every reduction iteration by ``Nr`` columns) is read once per
     row tile and should stay in L2 with room for the rows streaming through;
     above :data:`WINDOW_PANEL_SHARE` of L2 it is cut into the fewest equal
-    blocks that fit. Measured on ResNet-18's 3x3 convolutions (one thread):
+    blocks that fit, or a few more when that many divide the loop exactly. Measured on ResNet-18's 3x3 convolutions (one thread):
     256 channels at 14x14 3.75 -> 3.08 ms, 512 at 7x7 5.6 -> 4.5 ms; an eighth
     or a half of L2 did as well, blocks sized for L1 (BLIS's ``Kc``) worse
     (5.1 and 8.0 ms: the accumulators' transposed copies repeat per block)."""
@@ -126,6 +126,11 @@ def window_kc(target: Target, c: Contraction, tile: RegisterTile) -> int | None:
     if panel <= budget:
         return None
     blocks = math.ceil(panel / budget)
+    # equal blocks where a count up to twice the fewest divides the loop:
+    # every block then has a constant size (512 channels in 4 blocks of 128,
+    # not 3 of 171 and a partial one), which the pack's lowering as
+    # transposed blocks needs (``polyir.llvm.transposed_copy``)
+    blocks = next((n for n in range(blocks, 2 * blocks + 1) if first % n == 0), blocks)
     size = math.ceil(first / blocks)
     return size if size < first else None
 

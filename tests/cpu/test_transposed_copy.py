@@ -50,7 +50,7 @@ TILE_OUT = """func f(t: {t}[1, 1, 8, 32], out: {t}[1, 256, 56, 56], c0: index, w
 
 def test_matcher_accepts_a_convolution_tiles_copy_out() -> None:
     copy_ = _match(TILE_OUT.format(t="f32", value="t[a, h - 3, w - w0, c - c0]"))
-    assert copy_ is not None and (copy_.p, copy_.q, copy_.block) == ("w", "c", 8)
+    assert copy_ is not None and (copy_.p, copy_.q, copy_.block) == ("w", ("c",), 8)
     # 4 lanes: blocks of 4; a 64-bit element with 8 lanes: 8
     assert _match(TILE_OUT.format(t="f32", value="t[a, h - 3, w - w0, c - c0]"), 4).block == 4
     assert _match(TILE_OUT.format(t="f64", value="t[a, h - 3, w - w0, c - c0]"), 8).block == 8
@@ -69,7 +69,28 @@ def test_matcher_accepts_a_weight_pack_past_unit_dimensions() -> None:
       }
     }"""
     found = _match(source, 16)
-    assert found is not None and (found.p, found.q, found.block) == ("co", "ci", 16)
+    assert found is not None and (found.p, found.q, found.block) == ("co", ("ci",), 16)
+
+
+def test_matcher_flattens_a_kernel_window_into_the_run_it_reads() -> None:
+    # a 3x3 convolution's weight pack: W[co, ci, kh, kw] is one run of
+    # 128 * 9 elements along (ci, kh, kw) for each co
+    source = """func f(W: f32[256, 256, 3, 3], P: f32[128, 3, 3, 32], o: index, r: index) {
+      for ci = r to r + 128 {
+        for co = o to o + 32 {
+          for kh = 0 to 3 {
+            for kw = 0 to 3 {
+              S0: P[ci - r, kh, kw, co - o] = W[co, ci, kh, kw]
+            }
+          }
+        }
+      }
+    }"""
+    found = _match(source, 16)
+    assert found is not None and (found.p, found.q, found.q_trips, found.block) == \
+        ("co", ("kw", "kh", "ci"), (3, 3, 128), 16)
+    # a window of 3 alone along a symbolic extent: no run to flatten
+    assert _match(source.replace("W: f32[256, 256, 3, 3]", "W: f32[N, 256, 3, 3]"), 16) is None
 
 
 @pytest.mark.parametrize("value, why", [
@@ -166,6 +187,58 @@ def test_random_transposing_copies_bit_equal(case: tuple[Module, dict[str, int],
     for a, b, c in zip(got, want, interpreted, strict=True):
         if isinstance(b, np.ndarray):
             assert np.array_equal(a, b) and np.array_equal(a, c), str(module)
+
+
+@st.composite
+def window_packs(draw: st.DrawFn) -> tuple[Module, int, bool]:
+    """``dst[.., hi, lo, p] = src[.., p, hi, lo]``: ``src`` one run along
+    ``(hi, lo)``, the three loops in a random order."""
+    dtype = draw(st.sampled_from(["f32", "f64"]))
+    p_extent = draw(st.sampled_from([4, 8, 16, 32, 6]))
+    hi, lo = draw(st.sampled_from([2, 4, 8, 16, 5])), draw(st.sampled_from([1, 2, 3, 4]))
+    p_off = draw(st.integers(0, 2))
+    loops = {"p": f"for p = {p_off} to {p_off} + {p_extent} {{",
+             "h": f"for h = 0 to {hi} {{", "l": f"for l = 0 to {lo} {{"}
+    order = draw(st.permutations(["p", "h", "l"]))
+    source = f"""func w(src: {dtype}[2, {p_off + p_extent}, {hi}, {lo}], dst: {dtype}[2, {hi}, {lo}, {p_extent}]) {{
+      for a = 0 to 2 {{
+        {loops[order[0]]}
+          {loops[order[1]]}
+            {loops[order[2]]}
+              S0: dst[a, h, l, p - {p_off}] = src[a, p, h, l]
+            }}
+          }}
+        }}
+      }}
+    }}"""
+    module = polyir.parse(source)
+    polyir.verify(module)
+    bits = draw(st.sampled_from([128, 256, 512]))
+    lanes = bits // (32 if dtype == "f32" else 64)
+    run = hi * lo
+    return module, bits, lanes >= 4 and p_extent % 4 == 0 and run % 4 == 0
+
+
+@settings(max_examples=examples(30), deadline=None)
+@given(window_packs())
+def test_random_window_packs_bit_equal(case: tuple[Module, int, bool]) -> None:
+    module, bits, expect = case
+    loop = module.entry.body[0]
+    assert isinstance(loop, For)
+    lanes = bits // (32 if "f32" in str(module) else 64)
+    matched = match_transposed_copy(loop, module.entry.buffers.get, lambda dtype: lanes)
+    assert (matched is not None) == expect, str(module)
+    target = dataclasses.replace(cpu(1), vector_bits=bits)
+    vector = build_cpu(module, target, cache_dir=None)
+    ordinary = build_cpu(module, dataclasses.replace(target, vector_bits=32), cache_dir=None)
+    assert ("shufflevector" in vector.llvm_ir) == expect
+    args = random_arguments(module, np.random.default_rng(1), {})
+    want, got, interpreted = copy.deepcopy(args), copy.deepcopy(args), copy.deepcopy(args)
+    ordinary(*want)
+    vector(*got)
+    polyir.interpret(module, *interpreted)
+    for a, b, c in zip(got, want, interpreted, strict=True):
+        assert np.array_equal(a, b) and np.array_equal(a, c), str(module)
 
 
 def test_a_convolution_tile_copies_with_shuffles_not_scatters() -> None:
