@@ -135,13 +135,13 @@ def _contiguous_group(indices: Sequence[object], shape: Sequence[Aff], names: se
     if not all(e.is_constant for e in shape):
         var = _unit_stride_var(indices, shape, names)
         return None if var is None else (var,)
-    if not all(isinstance(i, Aff) and i.is_linear for i in indices):
+    affs = [i for i in indices if isinstance(i, Aff) and i.is_linear]
+    if len(affs) != len(indices):
         return None
     strides = [1] * len(shape)
     for d in range(len(shape) - 2, -1, -1):
         strides[d] = strides[d + 1] * shape[d + 1].constant
-    flat = {v: sum(i.coefficient(v) * s for i, s in zip(indices, strides, strict=True))  # type: ignore[union-attr]
-            for v in names}
+    flat = {v: sum(i.coefficient(v) * s for i, s in zip(affs, strides, strict=True)) for v in names}
     group: list[str] = []
     want = 1
     while True:
