@@ -17,7 +17,11 @@ the statement's iterations without those conditions, from isl), filled by
 one nest placed just before the nest that reads it (or, when that nest
 writes the buffer, as the first convolution of a residual block writes the
 second one's input, just before the highest loop inside it that does not:
-the padded copy is then a local of the enclosing loop), and rewrites the
+the padded copy is then a local of the enclosing loop; or, when the nest's
+outer loops each read one unpadded dimension of the buffer alone, as a
+depthwise convolution's channel loop reads its channel, only that slice, a
+local of the innermost of them filled in each of its iterations:
+:func:`_slicing`), and rewrites the
 statement to read ``I_pad[.., h + kh - 1 + lo, w + kw - 1 + lo]``
 unguarded (the guard keeps any other condition)::
 
@@ -261,19 +265,22 @@ def pad_operand(function: Function, index: int, found: Guarded
         raise PadRefused(f"the guard of {found.statement.name} removes no iteration")
     taken = names_in(function)
     local = claim_name(f"{found.buffer}_pad", taken)
-    shape = tuple(size + lo + hi for size, (lo, hi) in zip(buffer.shape, pads, strict=True))
-    host, before = _placement(function, index, found)
+    sliced = _slicing(function, index, found, pads)
+    fixed = {} if sliced is None else sliced[1]
+    shape = tuple(Aff.const(1) if d in fixed else size + lo + hi
+                  for d, (size, (lo, hi)) in enumerate(zip(buffer.shape, pads, strict=True)))
+    host, before = _placement(function, index, found) if sliced is None else sliced[0]
 
     def redirect(load: Load) -> Load:
         if load.buffer != found.buffer:
             return load
-        moved = tuple(Aff.const(lo) + affine_index(i)  # type: ignore[operator]
-                      for i, (lo, _) in zip(load.indices, pads, strict=True))
+        moved = tuple(Aff.const(0) if d in fixed else Aff.const(lo) + affine_index(i)  # type: ignore[operator]
+                      for d, (i, (lo, _)) in enumerate(zip(load.indices, pads, strict=True)))
         return Load(local, moved)
 
     stmt = replace(found.statement, value=map_loads(found.statement.value, redirect))
     body: tuple[Node, ...] = (If(kept, (stmt,)),) if kept else (stmt,)
-    fill = _fill_nest(local, buffer, shape, pads, taken)
+    fill = _fill_nest(local, buffer, shape, pads, taken, fixed)
     padded = Buffer(local, buffer.dtype, shape, MemorySpace.LOCAL)
     if host is None:  # before the top-level nest, a local of the function
         result = _replace(function, found.guard, body)
@@ -284,6 +291,43 @@ def pad_operand(function: Function, index: int, found: Guarded
                          locals=host.locals + (padded,))
     result = _replace(function, host, (moved_host,))
     return _replace(result, found.guard, body), local
+
+
+def _slicing(function: Function, index: int, found: Guarded, pads: Sequence[tuple[int, int]]
+             ) -> tuple[tuple[For, Node], dict[int, Aff]] | None:
+    """A padded copy per iteration of the nest's outer loops that each index
+    one unpadded dimension of the buffer alone (a depthwise convolution's
+    channel loop reads ``I[0, c, ..]``): ``((loop, node), {d: subscript})``,
+    the fill placed in the innermost of those loops before ``node`` and
+    copying only the slice those subscripts select, so that the copy stays
+    in cache for the reads that follow (MobileNetV2's stride-2 depthwise
+    convolution at 96 channels of 112x112: a 51 KiB slice per channel instead
+    of a 4.9 MB copy before the nest). ``None`` when the nest's outermost
+    loop indexes no dimension so, or the buffer is written inside it."""
+    path = _path(function.body[index], found.guard)
+    if not path:
+        return None
+    read = next(ld for ld in expr_loads(found.statement.value) if ld.buffer == found.buffer)
+    subscripts = [affine_index(i) for i in read.indices]
+    fixed: dict[int, Aff] = {}
+    last: For | None = None
+    inside = 0          # the path's nodes in the slicing loops
+    for node in path:
+        if not isinstance(node, For) or node.step != 1:
+            break
+        dims = [d for d, sub in enumerate(subscripts) if sub is not None and pads[d] == (0, 0)
+                and (sub - Aff.var(node.var)).is_constant and (sub - Aff.var(node.var)).constant == 0]
+        if len(dims) != 1:
+            break
+        fixed[dims[0]] = Aff.var(node.var)
+        last = node
+        inside += 1
+    else:
+        return None
+    if last is None or any(isinstance(n, Assign) and n.buffer == found.buffer
+                           for n in walk_nodes((last,))):
+        return None
+    return (last, path[inside]), fixed
 
 
 def _placement(function: Function, index: int, found: Guarded) -> tuple[For | None, Node]:
@@ -327,11 +371,15 @@ def _path(node: Node, target: Node) -> list[Node] | None:
 
 
 def _fill_nest(local: str, buffer: Buffer, shape: Sequence[Aff], pads: Sequence[tuple[int, int]],
-               taken: set[str]) -> Node:
-    """``local[p] = buffer[p - lo]`` where that is inside ``buffer``, else zero."""
+               taken: set[str], fixed: dict[int, Aff] | None = None) -> Node:
+    """``local[p] = buffer[p - lo]`` where that is inside ``buffer``, else zero;
+    a dimension ``d`` of ``fixed`` is the one element ``fixed[d]`` of ``buffer``
+    (element 0 of ``local``, no loop)."""
+    fixed = fixed or {}
     loop_vars = [claim_name(f"{local}_{d}", taken) for d in range(len(shape))]
-    source = tuple(Aff.var(v) - lo for v, (lo, _) in zip(loop_vars, pads, strict=True))
-    target = tuple(Aff.var(v) for v in loop_vars)
+    source = tuple(fixed[d] if d in fixed else Aff.var(v) - lo
+                   for d, (v, (lo, _)) in enumerate(zip(loop_vars, pads, strict=True)))
+    target = tuple(Aff.const(0) if d in fixed else Aff.var(v) for d, v in enumerate(loop_vars))
     conditions: list[Constraint] = []
     for d, (lo, hi) in enumerate(pads):
         if lo:
@@ -342,8 +390,9 @@ def _fill_nest(local: str, buffer: Buffer, shape: Sequence[Aff], pads: Sequence[
     zero = Assign(claim_name(f"{local}_zero", taken), local, target,
                   Const(0.0 if buffer.dtype.is_float else 0, buffer.dtype))
     node: Node = If(tuple(conditions), (copy,), (zero,))
-    for v, size in reversed(list(zip(loop_vars, shape, strict=True))):
-        node = For(v, (Aff.const(0),), (size,), (node,))
+    for d, (v, size) in reversed(list(enumerate(zip(loop_vars, shape, strict=True)))):
+        if d not in fixed:
+            node = For(v, (Aff.const(0),), (size,), (node,))
     return node
 
 

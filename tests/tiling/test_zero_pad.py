@@ -66,6 +66,55 @@ def test_padding_drops_the_guard_and_keeps_the_meaning(stride: int, sizes: dict[
     assert_equivalent(module, result, trials=2, sizes=free, rtol=0, atol=0)
 
 
+DEPTHWISE = """func dw(O: f32[1, C, OH, OW], I: f32[1, C, H, W], F: f32[C, 1, 3, 3]) {
+  for c = 0 to C {
+    for h = 0 to OH {
+      for w = 0 to OW {
+        for kh = 0 to 3 {
+          for kw = 0 to 3 {
+            if (S * h + kh - 1 >= 0, S * h + kh - 1 < H, S * w + kw - 1 >= 0, S * w + kw - 1 < W) {
+              S0: O[0, c, h, w] = O[0, c, h, w] + F[c, 0, kh, kw] * I[0, c, S * h + kh - 1, S * w + kw - 1]
+            }
+          }
+        }
+      }
+    }
+  }
+}"""
+
+
+@pytest.mark.parametrize(("stride", "sizes"), [(1, {"C": 5, "H": 7, "W": 9, "OH": 7, "OW": 9}),
+                                               (2, {"C": 3, "H": 9, "W": 12, "OH": 5, "OW": 6}),
+                                               (1, {})])
+def test_a_depthwise_convolution_pads_one_channel_at_a_time(stride: int, sizes: dict[str, int]) -> None:
+    # the channel loop reads only its channel: the padded copy is that slice,
+    # a local of the channel loop filled at the start of each iteration
+    text = DEPTHWISE.replace("S * ", f"{stride} * ")
+    if not sizes:   # symbolic sizes, "same" padding
+        text = text.replace("OH", "H").replace("OW", "W")
+    for name, value in sorted(sizes.items(), key=lambda item: -len(item[0])):
+        text = text.replace(name, str(value))
+    module = polyir.parse(text)
+    ctx = PassContext(AVX2)
+    result = transform(module, "auto-tile{zero_pad=true widen=false}", ctx=ctx, verify_each=True)
+    assert any("zero-padded copy" in r.why for r in ctx.remarks_of("auto-tile", "applied"))
+    channel = result.entry.body[-1]
+    assert channel.var == "c" and [b.name for b in channel.locals] == ["I_pad"]  # type: ignore[union-attr]
+    shape = [str(e) for e in channel.locals[0].shape]  # type: ignore[union-attr]
+    assert shape[:2] == ["1", "1"], shape
+    free = {} if sizes else {"C": 4, "H": 6, "W": 5}
+    assert_equivalent(module, result, trials=2, sizes=free or None, rtol=0, atol=0)
+
+
+def test_a_convolution_over_input_channels_pads_its_input_once() -> None:
+    # the input channel is a reduction under the output channels: a slice per
+    # channel would be filled again for every output channel, so the copy is whole
+    module = _conv(1, CO=5, CI=3, H=7, W=9)
+    result = transform(module, "auto-tile{zero_pad=true widen=false}", ctx=PassContext(AVX2))
+    assert [b.name for b in result.entry.locals] == ["I_pad"]
+    assert [str(e) for e in result.entry.locals[0].shape] == ["3", "9", "11"]
+
+
 def test_padding_is_off_by_default() -> None:
     module = _conv(1, CO=5, CI=3, H=7, W=9)
     ctx = PassContext(AVX2)
