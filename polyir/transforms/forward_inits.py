@@ -58,7 +58,7 @@ from polyir.ir.walk import (
 from polyir.passes import register_pass
 from polyir.polyhedral.equivalence import final_writers, read_sources
 from polyir.polyhedral.extract import NotPolyhedral, StatementInfo, extract
-from polyir.transforms._util import rebuild_if
+from polyir.transforms._util import prune_leaves, rebuild_if
 
 OPERATIONS = 2_000_000
 """isl operations the dataflow analysis of one initialiser may take."""
@@ -124,21 +124,7 @@ def initializer(node: Node, written: set[str]) -> Initializer | None:
 def _touching(nodes: Sequence[Node], buffer: str) -> tuple[Node, ...]:
     """``nodes`` with only the statements that access ``buffer`` (loops and
     conditions around them kept; those left empty dropped)."""
-    kept: list[Node] = []
-    for node in nodes:
-        if isinstance(node, For):
-            body = _touching(node.body, buffer)
-            if body:
-                kept.append(replace(node, body=body))
-        elif isinstance(node, If):
-            then_body, else_body = _touching(node.then_body, buffer), _touching(node.else_body, buffer)
-            if then_body or else_body:
-                kept.append(rebuild_if(node, then_body, else_body))
-        else:
-            reads, writes = node_accesses(node)
-            if buffer in reads | writes:
-                kept.append(node)
-    return tuple(kept)
+    return prune_leaves(nodes, lambda node: buffer in set().union(*node_accesses(node)))
 
 
 class Refused(Exception):

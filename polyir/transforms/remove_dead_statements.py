@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from polyir.ir.nodes import For, Function, If, Module, Node
+from polyir.ir.nodes import Function, Module, Node
 from polyir.ir.walk import STATEMENT_NODES, leaf_nodes, node_accesses
 from polyir.passes import register_pass
-from polyir.transforms._util import rebuild_if
+from polyir.transforms._util import prune_leaves
 
 
 def accesses(node: Node) -> tuple[set[str], set[str]]:
@@ -43,22 +43,10 @@ def live_buffers(function: Function) -> set[str]:
 
 
 def _prune(nodes: Sequence[Node], dead: set[str]) -> tuple[Node, ...]:
-    kept: list[Node] = []
-    for node in nodes:
-        if isinstance(node, For):
-            body = _prune(node.body, dead)
-            if body:
-                scoped = tuple(b for b in node.locals if b.name not in dead)
-                kept.append(replace(node, body=body, locals=scoped))
-        elif isinstance(node, If):
-            then_body, else_body = _prune(node.then_body, dead), _prune(node.else_body, dead)
-            if then_body or else_body:
-                kept.append(rebuild_if(node, then_body, else_body))
-        else:
-            writes, _ = accesses(node)
-            if not (writes and writes <= dead):
-                kept.append(node)
-    return tuple(kept)
+    def live(node: Node) -> bool:
+        writes, _ = accesses(node)
+        return not (writes and writes <= dead)
+    return prune_leaves(nodes, live, lambda loop: tuple(b for b in loop.locals if b.name not in dead))
 
 
 def _mentioned(function: Function) -> set[str]:
