@@ -6,7 +6,8 @@
 ``i64`` size symbols, then the hooks' extra parameters). Its body allocates the
 locals that several kernels share (zero-filled, as the lowering does for any
 local: in one heap block, ``FunctionLowerer.allocate_arena``, small ones on the
-stack), then calls each kernel in order with its buffers, its ``i64`` symbols
+stack; of the heap block only the locals some read may see unwritten,
+``polyir.cpu.split.reads_initial``, computed here: only on a cache miss), then calls each kernel in order with its buffers, its ``i64`` symbols
 and the entry's extra parameters (the parallel dispatcher); a non-zero status
 frees the locals and is returned at once. The kernels themselves are only
 declared here: each lives in its own module (``polyir.cpu.jit``), and the
@@ -18,7 +19,8 @@ from collections.abc import Callable
 
 from llvmlite import ir
 
-from polyir.cpu.split import Kernel, SplitFunction
+from polyir.cpu.split import Kernel, SplitFunction, reads_initial
+from polyir.ir.nodes import Buffer
 from polyir.llvm.hooks import I32, LoweringHooks
 from polyir.llvm.lower import FunctionLowerer, function_type, signature
 
@@ -45,7 +47,7 @@ def emit_entry(llvm_module: ir.Module, split: SplitFunction, hooks: LoweringHook
     for slot, arg in zip(slots, llfunc.args, strict=True):
         if slot.kind == "buffer":
             lowerer.bind_buffer(buffers[slot.name], arg)
-    lowerer.allocate_arena(split.shared_locals, cached=True)
+    lowerer.allocate_arena(split.shared_locals, cached=True, zeroed=_zeroed(split))
     builder = lowerer.builder
     for position, kernel in enumerate(split.kernels):
         callee = lowerer.declare(symbol_of(kernel), I32, function_type(kernel.function, hooks).args)
@@ -56,3 +58,28 @@ def emit_entry(llvm_module: ir.Module, split: SplitFunction, hooks: LoweringHook
                         f"kernel{position}.ok")
     lowerer.finish()
     return llfunc
+
+
+ANALYSED_ARENA_BYTES = 1 << 20
+"""Shared locals of constant size below this many bytes in all are cleared
+whole on each call without asking which need it (a memset of less than a
+MiB costs microseconds; the analysis, tens of milliseconds of compile time)."""
+
+
+def _zeroed(split: SplitFunction) -> frozenset[str] | None:
+    """The shared locals the entry clears on each call (``None``: all)."""
+    counts = [_elements(b) for b in split.shared_locals]
+    total = sum(c * b.dtype.storage_bytes() for c, b in zip(counts, split.shared_locals, strict=True)
+                if c is not None)
+    if None not in counts and total < ANALYSED_ARENA_BYTES:
+        return None
+    return reads_initial(split.function, [b.name for b in split.shared_locals])
+
+
+def _elements(buffer: Buffer) -> int | None:
+    count = 1
+    for extent in buffer.shape:
+        if not extent.is_constant:
+            return None
+        count *= extent.constant
+    return count

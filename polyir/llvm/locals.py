@@ -9,7 +9,7 @@ allocation taking the function's failure path (status 1).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from typing import TYPE_CHECKING, cast
 
 from llvmlite import ir
@@ -93,13 +93,17 @@ class LocalAllocation:
                 self._lowerer().bind_buffer(buffer, pointer)
         self._check_allocations()
 
-    def allocate_arena(self, buffers: Sequence[Buffer], align: int = 64, cached: bool = False) -> None:
+    def allocate_arena(self, buffers: Sequence[Buffer], align: int = 64, cached: bool = False,
+                       zeroed: Container[str] | None = None) -> None:
         """Bind ``buffers`` to one zero-filled heap block (``calloc``ed once, freed
         on return), each at an offset aligned to ``align`` bytes; buffers the
         hooks or the default place on the stack stay there. One allocation
         instead of one per buffer: cheaper to call and to compile.
 
-        ``cached``: the block is kept between calls (:meth:`_cached_arena`)."""
+        ``cached``: the block is kept between calls (:meth:`_cached_arena`)
+        and cleared on each; with ``zeroed`` (names), only those buffers are
+        (placed first, one ``memset`` of their span): the others' contents
+        are then left from the previous call, which no read may see."""
         heap: list[tuple[Buffer, ir.Value]] = []
         stack: list[Buffer] = []
         for buffer in buffers:
@@ -112,14 +116,19 @@ class LocalAllocation:
         self.allocate_locals(stack)
         if not heap:
             return
+        if zeroed is not None:
+            heap.sort(key=lambda item: item[0].name not in zeroed)
         b = self.builder
         mask = ir.Constant(I64, -align)
         offsets: list[ir.Value] = []
         total: ir.Value = ir.Constant(I64, 0)
-        for _, size in heap:
+        cleared: ir.Value = total
+        for buffer, size in heap:
             offsets.append(total)
             rounded = b.and_(self._add_nsw(size, ir.Constant(I64, align - 1)), mask)
             total = self._add_nsw(total, rounded)
+            if zeroed is None or buffer.name in zeroed:
+                cleared = total
         # at least one byte: calloc(0) may return NULL, which is not a failure
         request = b.select(b.icmp_signed(">", total, ir.Constant(I64, 0)), total, ir.Constant(I64, 1))
         if cached:
@@ -138,7 +147,9 @@ class LocalAllocation:
         if cached:  # fresh locals are zero-filled, as calloc's were
             memset = self.declare("llvm.memset.p0.i64", ir.VoidType(),
                                   [ir.PointerType(), ir.IntType(8), I64, I1])
-            b.call(memset, [arena, ir.Constant(ir.IntType(8), 0), request, ir.Constant(I1, 0)])
+            span = request if zeroed is None else cleared
+            if not (isinstance(span, ir.Constant) and span.constant == 0):
+                b.call(memset, [arena, ir.Constant(ir.IntType(8), 0), span, ir.Constant(I1, 0)])
 
     def _cached_arena(self, size: ir.Value) -> ir.Value:
         """A heap block of ``size`` bytes kept between calls: the function's
