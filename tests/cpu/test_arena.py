@@ -7,11 +7,14 @@ from __future__ import annotations
 import threading
 
 import numpy as np
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 import polyir
 from polyir.cpu.jit import WHOLE_FUNCTION_NESTS
 from polyir.driver import compile_ir
 from polyir.target import cpu
+from tests.conftest import examples
 
 SHARED = """func f(A: f32[N], B: f32[N]) {
   local T: f32[N]
@@ -117,3 +120,40 @@ def test_a_local_written_first_keeps_the_last_calls_values_unseen() -> None:
         polyir.interpret(polyir.parse(WRITTEN_FIRST), a, want)   # the interpreter's fresh zeros
         np.testing.assert_array_equal(b, (2.0 * a + 2.0 * a[::-1]).astype(np.float32))
         np.testing.assert_array_equal(b, want)
+
+
+NESTS = [
+    "for i = 0 to N {{ {s}: T[i] = A[i] * 2.0 }}",                      # T written whole
+    "for i = 1 to N {{ {s}: T[i] = A[i] + 1.0 }}",                      # T written but T[0]
+    "for i = 0 to N {{ {s}: U[i] = U[i] + T[N - 1 - i] }}",             # U accumulated
+    "for i = 0 to N {{ {s}: U[i] = A[i] }}",                            # U written whole
+    "for i = 0 to N {{ {s}: B[i] = B[i] + T[i] * 2.0 + U[i] }}",        # both read
+    "for i = 0 to N - 1 {{ {s}: T[i + 1] = T[i] + A[i] }}",             # T read and written
+]
+
+
+@settings(max_examples=examples(25), deadline=None)
+@given(st.lists(st.integers(0, len(NESTS) - 1), min_size=2, max_size=6))
+@example([1, 4, 0])   # T[0] read after a partial write, written later: the next call must not see it
+@example([2, 3, 4])   # U accumulated before anything writes it
+def test_random_sequences_of_shared_locals_called_twice(choice: list[int]) -> None:
+    # nests over two locals shared by several kernels, written whole, in
+    # part, accumulated into or read first, in a random order; padded past
+    # WHOLE_FUNCTION_NESTS (split into kernels, the locals in the kept
+    # block) and called twice on fresh inputs, each against the interpreter:
+    # a local cleared too little shows the first call's values in the second
+    body = [NESTS[k].format(s=f"S{n}").replace("i", f"i{n}").replace("Si", "S")
+            for n, k in enumerate(choice)]
+    body += [f"for p{n} = 0 to N {{ P{n}: B[p{n}] = B[p{n}] * 1.0 }}" for n in range(WHOLE_FUNCTION_NESTS)]
+    text = "func f(A: f32[N], B: f32[N]) {\n  local T: f32[N]\n  local U: f32[N]\n  " + \
+        "\n  ".join(body) + "\n}"
+    module = polyir.parse(text)
+    exe = compile_ir(module, cpu(1), pipeline="", cache_dir=None)
+    for trial, n in enumerate((9, 9)):
+        rng = np.random.default_rng(trial)
+        a = rng.standard_normal(n).astype(np.float32)
+        b = rng.standard_normal(n).astype(np.float32)
+        want = b.copy()
+        exe(a, b)
+        polyir.interpret(module, a, want)
+        np.testing.assert_array_equal(b, want, err_msg=f"call {trial + 1}\n{text}")
