@@ -97,6 +97,7 @@ from polyir.ir.walk import FRAGMENT_NODES, buffers_used
 from polyir.llvm.exprs import ExprLowering
 from polyir.llvm.hints import jammed_copies, reorders_float_reduction
 from polyir.llvm.hooks import I1, I32, I64, LoweringHooks, where
+from polyir.llvm.lane_loop import lane_loops, lower_lane_loop
 from polyir.llvm.locals import ZERO_STORE_MAX_ELEMENTS, LocalAllocation, byte_size
 from polyir.llvm.row_block import lower_row_block, match_row_block
 from polyir.llvm.transposed_copy import lower_transposed_copy, match_transposed_copy
@@ -359,6 +360,11 @@ class FunctionLowerer(LocalAllocation, ExprLowering):
     # ------------------------------------------------------------- nodes
     def lower_body(self, nodes: Iterable[Node]) -> None:
         nodes = tuple(nodes)
+        rows = lane_loops(nodes, self._declared, self.hooks.row_block_lanes)
+        if rows:   # a register tile's rows: vector statements, no loops for LLVM to vectorise
+            for row in rows:
+                lower_lane_loop(self, row)
+            return
         copies = jammed_copies(nodes, self.function, self.hooks.row_block_lanes)
         for node in nodes:
             vectors = copies.get(id(node))
