@@ -74,7 +74,14 @@ from polyir.polyhedral.dependences import MEMORY_KINDS, Dependences, compute_dep
 from polyir.polyhedral.extract import Scop, aff_to_isl, affine_index, extract, isl_name
 from polyir.polyhedral.footprint import Bound, Footprint, bounding_box, isl_aff_to_aff, loop_footprints
 from polyir.polyhedral.legality import check_rewrite
-from polyir.tiling.bands import UnsupportedNest, nest_function, nest_of, replace_node
+from polyir.tiling.bands import (
+    UnsupportedNest,
+    band_path,
+    band_scope,
+    nest_function,
+    nest_of,
+    replace_node,
+)
 from polyir.tiling.split import enclosing_vars
 
 
@@ -391,8 +398,10 @@ def copy_buffer(function: Function, at: str, buffer: str, blocks: str | None = N
                               f"of '{buffer}'")
     order = tuple(order) or tuple(range(rank))
     index = nest_of(function, scope)
-    nest = nest_function(function, index)
-    scop = extract(nest)
+    # the footprints need only the statements inside ``at`` and the loops around it;
+    # the check needs the whole nest's dependences
+    scop = extract(nest_function(function, index) if check
+                   else band_scope(function, band_path(function, scope)))
 
     outer_vars = enclosing_vars(function, scope) + [scope.var]
     bound_here = set(outer_vars) | set(function.symbols)

@@ -104,7 +104,32 @@ def test_only_locals_read_before_written_are_cleared() -> None:
       for j = 0 to N { S1: T[j] = A[j] }
       for k = 0 to N { S2: B[k] = T[abs(cast<i64>(G[k])) % N] }
     }""").entry
-    assert reads_initial(gathered, ["T"]) == frozenset({"T"})  # a data-dependent read: cleared
+    # written whole by its first nest: a data-dependent read finds its element written
+    assert reads_initial(gathered, ["T"]) == frozenset()
+    half = polyir.parse("""func h(A: f32[N], G: i32[N], B: f32[N]) {
+      local T: f32[N]
+      for j = 1 to N { S1: T[j] = A[j] }
+      for k = 0 to N { S2: B[k] = T[abs(cast<i64>(G[k])) % N] }
+    }""").entry
+    assert reads_initial(half, ["T"]) == frozenset({"T"})      # a data-dependent read: cleared
+
+
+def test_a_local_is_judged_by_its_own_first_nest_alone() -> None:
+    """V's first nest writes all of T too, but after T[0] was read unwritten:
+    T's first nest alone decides whether T is written whole."""
+    from polyir.cpu.split import reads_initial
+    function = polyir.parse("""func h(A: f32[N], B: f32[N]) {
+      local T: f32[N]
+      local V: f32[N]
+      for j = 1 to N { S1: T[j] = A[j] }
+      for k = 0 to N { S2: B[k] = T[k] }
+      for m = 0 to N {
+        S3: V[m] = A[m]
+        S4: T[m] = A[m] + 1.0
+      }
+      for n = 0 to N { S5: B[n] = B[n] + T[n] + V[n] }
+    }""").entry
+    assert reads_initial(function, ["T", "V"]) == frozenset({"T"})
 
 
 def test_a_local_written_first_keeps_the_last_calls_values_unseen() -> None:
