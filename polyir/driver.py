@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from polyir import pipeline_cache
+from polyir.compilelog import fewer_collections
 from polyir.context import PassContext, Remark, make_context
 from polyir.cpu.cache import CompileCache
 from polyir.ir.nodes import Module
@@ -146,6 +147,12 @@ def compile_ir(module: Module, target: Target | str | None = None, pipeline: str
     ``timings`` (seconds per stage). Raises ``VerifyError`` for invalid input,
     ``PassError`` when a pass fails, ``CompileError`` from the backend.
     """
+    with fewer_collections():
+        return _compile_ir(module, target, pipeline, ctx, options)
+
+
+def _compile_ir(module: Module, target: Target | str | None, pipeline: str | None,
+                ctx: PassContext | None, options: dict[str, Any]) -> Any:
     from polyir.ir.verifier import verify
     from polyir.passes import transform
     resolved = resolve(target)

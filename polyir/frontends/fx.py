@@ -35,7 +35,7 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
-from polyir.compilelog import StageTimes, logger
+from polyir.compilelog import StageTimes, fewer_collections, logger
 from polyir.errors import ArgumentError, CaptureError, PolyirError, UnsupportedOp
 from polyir.frontends.aten import LoweredSegment, lower_segment, op_name, unsupported_reason
 from polyir.frontends.aten.context import node_meta
@@ -663,5 +663,6 @@ def compile_model(model: Any, example_inputs: Any, *, target: Any = "cpu", fallb
     args = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
     compiled = CompiledModel(model, target=target, fallback=fallback, pipeline=pipeline,
                              fast_math=fast_math, dynamic=dynamic, check_bounds=check_bounds)
-    compiled.plan_for(args)
+    with fewer_collections():
+        compiled.plan_for(args)
     return compiled

@@ -201,7 +201,26 @@ class Aff:
         return result
 
     def rename(self, mapping: Mapping[str, str]) -> Aff:
-        return self.substitute({old: Aff.var(new) for old, new in mapping.items()})
+        """Every variable ``v`` written ``mapping[v]`` (the others kept). When the
+        renaming keeps this expression's variables distinct (the usual case)
+        only the names change: the terms are re-sorted, nothing re-derived;
+        else (two variables made one) it is :meth:`substitute`, which folds."""
+        names = self.variables()
+        if not names or not any(name in mapping for name in names):
+            return self
+        if len({mapping.get(name, name) for name in names}) < len(names):
+            return self.substitute({old: Aff.var(new) for old, new in mapping.items()})
+        return self._renamed(mapping)
+
+    def _renamed(self, mapping: Mapping[str, str]) -> Aff:
+        """:meth:`rename` by a mapping that keeps the variables distinct."""
+        terms: list[tuple[Atom, int]] = []
+        for atom, c in self.terms:
+            if isinstance(atom, str):
+                terms.append((mapping.get(atom, atom), c))
+            else:
+                terms.append((type(atom)(atom.expr._renamed(mapping), atom.divisor), c))
+        return Aff(tuple(sorted(terms, key=lambda term: _atom_key(term[0]))), self.constant)
 
     def expanded(self) -> Aff:
         """The same value with every ``e % d`` written ``e - d*(e // d)`` and

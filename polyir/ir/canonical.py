@@ -158,10 +158,10 @@ def _node_form(node: Node) -> tuple[tuple[str, ...], str]:
         elif isinstance(value, tuple):
             for item in value:
                 visit(item)
-        elif dataclasses.is_dataclass(value) and not isinstance(value, (type, SourceLoc)):
-            for item in dataclasses.fields(value):
-                field_value = getattr(value, item.name)
-                if item.name in _NAME_FIELDS and isinstance(field_value, str):
+        else:
+            for name, holds_name in _fields(value):
+                field_value = getattr(value, name)
+                if holds_name and isinstance(field_value, str):
                     see(field_value)
                 else:
                     visit(field_value)
@@ -187,25 +187,41 @@ def rename_nodes(nodes: Iterable[Node], mapping: Mapping[str, str]) -> tuple[Nod
 
 def _renamed(value: Any, mapping: Mapping[str, str]) -> Any:
     if isinstance(value, Aff):
-        wanted = {old: new for old, new in mapping.items() if old in value.variables()}
-        return value.rename(wanted) if wanted else value
+        return value.rename(mapping)
     if isinstance(value, tuple):
         items = tuple(_renamed(item, mapping) for item in value)
         return value if all(a is b for a, b in zip(items, value, strict=True)) else items
     if isinstance(value, Launch):
         raise ValueError("rename_nodes: launches name kernels, not renamed here")
-    if dataclasses.is_dataclass(value) and not isinstance(value, (type, SourceLoc)):
+    fields = _fields(value)
+    if fields:
         changes: dict[str, Any] = {}
-        for item in dataclasses.fields(value):
-            old = getattr(value, item.name)
-            if item.name in _NAME_FIELDS and isinstance(old, str):
+        for name, holds_name in fields:
+            old = getattr(value, name)
+            if holds_name and isinstance(old, str):
                 new = mapping.get(old, old)
             else:
                 new = _renamed(old, mapping)
             if new is not old:
-                changes[item.name] = new
+                changes[name] = new
         return dataclasses.replace(value, **changes) if changes else value
     return value
+
+
+_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
+
+
+def _fields(value: Any) -> tuple[tuple[str, bool], ...]:
+    """``value``'s dataclass fields as ``(name, holds a name)`` (:data:`_NAME_FIELDS`),
+    remembered per class; empty for anything else (and for source locations)."""
+    kind = type(value)
+    found = _FIELDS.get(kind)
+    if found is None:
+        found = ()
+        if dataclasses.is_dataclass(kind) and kind is not SourceLoc:
+            found = tuple((f.name, f.name in _NAME_FIELDS) for f in dataclasses.fields(kind))
+        _FIELDS[kind] = found
+    return found
 
 
 def transfer(nodes: Iterable[Node], source: CanonicalForm, target: CanonicalForm,
