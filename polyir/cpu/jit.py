@@ -41,6 +41,7 @@ import ctypes
 import ctypes.util
 import logging
 import os
+import queue
 import threading
 import time
 import weakref
@@ -395,58 +396,71 @@ class _SplitAndRetry(Exception):
 
 def _compile_units(units: list[_Unit], target: Target, times: StageTimes, provided: set[str],
                    progress: Progress | None = None) -> None:
-    """Object code for every unit: lowered (and verified) here, then optimised and
-    emitted by the LLVM workers, up to one per core at a time."""
+    """Object code for every unit: lowered (and verified) here, one after the
+    other, each handed at once to the LLVM workers (up to one per core), which
+    optimise and emit it while the next one is lowered. ``times``: ``lower``
+    is this thread's lowering; ``optimise+codegen`` the wait for the workers
+    after the last unit was lowered."""
     if not units:       # every object came from the cache
         return
-    refs = []
-    for unit in units:
-        with times.stage("lower", unit.what):
-            unit.llvm_ir = unit.lower()
-        try:
-            with llvm_diagnostics(unit.what):
-                ref = llvm.parse_assembly(unit.llvm_ir)
-                ref.verify()
-        except RuntimeError as error:
-            raise CompileError(f"{unit.what}: invalid LLVM IR from lowering: {error}") from None
-        refs.append(ref)
     machine = (_STATE["triple"], _STATE["cpu"], _STATE["features"] + vector_width_features(target.vector_bits))
     lanes = min(len(units), len(_WORKERS))
     done: list[_Unit] = []
     failures: list[BaseException] = []
     counter = threading.Lock()
+    ready: queue.SimpleQueue[tuple[_Unit, llvm.ModuleRef] | None] = queue.SimpleQueue()
 
     def lane(k: int) -> None:
-        for index in range(k, len(units), lanes):
-            if failures:
+        while True:
+            item = ready.get()
+            if item is None:
                 return
-            unit = units[index]
+            if failures:
+                continue
+            unit, ref = item
             start = time.perf_counter()
             try:
                 unit.object_code, externals = _isolated(unit, machine, _WORKERS[k])
                 _check_external_names(externals, unit.what, provided)
             except OSError as error:   # no worker process: compile here
                 _LOG.warning("polyir: no LLVM worker process (%s); compiling in this process", error)
-                with counter, llvm_diagnostics(unit.what):
-                    optimise(refs[index], target.vector_bits, unit.speed_level)
-                    _check_external_symbols(refs[index], unit.what, provided)
-                    unit.object_code = target_machine(target.vector_bits).emit_object(refs[index])
+                try:
+                    with counter, llvm_diagnostics(unit.what):
+                        optimise(ref, target.vector_bits, unit.speed_level)
+                        _check_external_symbols(ref, unit.what, provided)
+                        unit.object_code = target_machine(target.vector_bits).emit_object(ref)
+                except BaseException as again:  # re-raised in the caller's thread
+                    failures.append(again)
+                    continue
             except BaseException as error:  # re-raised in the caller's thread
                 failures.append(error)
-                return
+                continue
             _LOG.debug("%s: optimise+codegen %.3f s", unit.what, time.perf_counter() - start)
             with counter:
                 done.append(unit)
                 if progress is not None:
                     progress.step(len(done))
 
-    with times.stage("optimise+codegen"):
-        if lanes <= 1:
-            lane(0)
-        else:
-            threads = [threading.Thread(target=lane, args=(k,), daemon=True) for k in range(lanes)]
-            for thread in threads:
-                thread.start()
+    threads = [threading.Thread(target=lane, args=(k,), daemon=True) for k in range(lanes)]
+    for thread in threads:
+        thread.start()
+    try:
+        for unit in units:
+            if failures:
+                break
+            with times.stage("lower", unit.what):
+                unit.llvm_ir = unit.lower()
+            try:
+                with llvm_diagnostics(unit.what):
+                    ref = llvm.parse_assembly(unit.llvm_ir)
+                    ref.verify()
+            except RuntimeError as error:
+                raise CompileError(f"{unit.what}: invalid LLVM IR from lowering: {error}") from None
+            ready.put((unit, ref))
+    finally:
+        for _ in threads:
+            ready.put(None)
+        with times.stage("optimise+codegen"):
             for thread in threads:
                 thread.join()
     if failures:
