@@ -95,13 +95,13 @@ def canonical_form(function: Function, nodes: Iterable[Node],
     ``function``), with the names in each set of ``marks`` recorded in the key
     under the set's label.
 
-    Each node is printed with its names replaced by their order of appearance
-    in a walk of its fields (loop variable, bounds, body, ...; a statement's
-    name, target, value): the order of the code, not of the names. Printing
-    with the original names would not do: an affine subscript prints its terms
-    sorted by variable name, so two layers whose loops are ``i_3, j_3`` and
-    ``i_12, j_12`` print ``32*i_3 + j_3`` and ``j_12 + 32*i_12`` and would
-    never match. The per-node forms are remembered (:func:`remembered`) and
+    Each node is written out, every field, with its names replaced by their
+    order of appearance in a walk of its fields (loop variable, bounds, body,
+    ...; a statement's name, target, value): the order of the code, not of the
+    names. Writing the original names would not do: an affine subscript prints
+    its terms sorted by variable name, so two layers whose loops are ``i_3,
+    j_3`` and ``i_12, j_12`` print ``32*i_3 + j_3`` and ``j_12 + 32*i_12`` and
+    would never match. The per-node forms are remembered (:func:`remembered`) and
     joined through the names the nodes share."""
     nodes = tuple(nodes)
     order: list[str] = []
@@ -130,9 +130,10 @@ def canonical_form(function: Function, nodes: Iterable[Node],
 
 
 def _node_form(node: Node) -> tuple[tuple[str, ...], str]:
-    """``node``'s bound names in the order of the code, and its text with name
-    ``k`` of that order printed as ``$k`` (a launch: its text as it is, its
-    names in the order the text shows them)."""
+    """``node``'s bound names in the order of the code, and a text of every
+    field of every node in it (source locations aside) with name ``k`` of that
+    order written ``$k`` (a launch: its printed text, its names in the order
+    the text shows them)."""
     bound = bound_names((node,))
     if any(isinstance(inner, Launch) for inner in walk_nodes((node,))):
         text = print_node(node)
@@ -143,33 +144,53 @@ def _node_form(node: Node) -> tuple[tuple[str, ...], str]:
         local = {name: k for k, name in enumerate(found)}
         return tuple(found), _IDENTIFIER.sub(
             lambda m: f"${local[m.group(0)]}" if m.group(0) in local else m.group(0), text)
-    found = []
-    seen: set[str] = set()
+    index: dict[str, int] = {}
+    order: list[str] = []
+    parts: list[str] = []
 
-    def see(name: str) -> None:
-        if name not in seen:
-            seen.add(name)
-            found.append(name)
+    def named(name: str) -> str:
+        """``$k`` for the ``k``-th bound name met, other names as they are."""
+        if name not in bound:
+            return name
+        k = index.get(name)
+        if k is None:
+            k = index[name] = len(order)
+            order.append(name)
+        return f"${k}"
 
-    def visit(value: Any) -> None:
+    def emit(value: Any) -> None:
         if isinstance(value, Aff):
-            for name in sorted(value.variables()):   # loop variables: seen at their loop
-                see(name)
+            variables = sorted(value.variables())   # loop variables: met at their loop
+            for name in variables:
+                named(name)
+            parts.append(str(value.rename({v: f"${index[v]}" for v in variables if v in index})))
         elif isinstance(value, tuple):
+            parts.append("(")
             for item in value:
-                visit(item)
+                emit(item)
+                parts.append(",")
+            parts.append(")")
+        elif isinstance(value, str):
+            parts.append(repr(value))
         else:
-            for name, holds_name in _fields(value):
-                field_value = getattr(value, name)
-                if holds_name and isinstance(field_value, str):
-                    see(field_value)
-                else:
-                    visit(field_value)
+            fields = _fields(value)
+            if fields:
+                parts.append(f"{type(value).__name__}{{")
+                for name, holds_name in fields:
+                    field_value = getattr(value, name)
+                    if holds_name and isinstance(field_value, str):
+                        parts.append(named(field_value))
+                    else:
+                        emit(field_value)
+                    parts.append(";")
+                parts.append("}")
+            elif not isinstance(value, SourceLoc):
+                parts.append(repr(value))
 
-    visit(node)
-    names = tuple(name for name in found if name in bound) + tuple(sorted(bound - seen))
-    renamed = rename_nodes((node,), {name: f"${k}" for k, name in enumerate(names)})[0]
-    return names, print_node(renamed)      # size symbols keep their names
+    emit(node)
+    # every field of every node, each name written as its place in the order of the
+    # code (one walk; no renamed copy of the nest is built): size symbols keep theirs
+    return tuple(order) + tuple(sorted(bound - set(order))), "".join(parts)
 
 
 _FORM: dict[int, tuple[weakref.ref[Node], Any]] = {}
