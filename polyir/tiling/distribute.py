@@ -330,9 +330,12 @@ def distribute_function(function: Function, loops: Sequence[str] = (),
 
 
 def _distribute_nest(original: Function, wanted: set[str], taken: set[str],
-                     refused: list[tuple[str, Exception]]) -> Function:
+                     refused: list[tuple[str, Exception]], settled: frozenset[str] = frozenset()
+                     ) -> Function:
     """One top-level nest (``original``'s only node) distributed; see
-    :func:`distribute_function`."""
+    :func:`distribute_function`. ``settled``: loops left as they are (loops an
+    earlier distribution already tried, whose bodies and enclosing loops'
+    bounds are unchanged: the same analysis would give the same answer)."""
     nest = original
     tried: set[str] = set()
     budget = None
@@ -341,7 +344,8 @@ def _distribute_nest(original: Function, wanted: set[str], taken: set[str],
         budget.set_max_operations(AUTOMATIC_OPERATIONS)
     while True:
         candidates = [v for v in mixed_reduction_loops(nest) + imperfect_loops(nest)
-                      if v not in tried and (not wanted or v in wanted)]
+                      if v not in tried and (not wanted or v in wanted)
+                      and v not in settled]
         if not candidates:
             break
         name = candidates[0]

@@ -336,8 +336,14 @@ def spill_for_tiling(function: Function, plans: Callable[[Function, Sequence[For
                 continue
             trial = replace(function, body=_replace_loop(current, owner, spilled))
             errors: list[tuple[str, Exception]] = []
+            # the loops the spill left as they were (the same loop, the same body) were
+            # distributed as far as they go before (the distribute pass, an earlier
+            # spill): only the loops it changed, and those around them, are tried
+            before = {n.var: n for n in walk_nodes(current) if isinstance(n, For)}
+            settled = frozenset(n.var for n in walk_nodes(trial.body)
+                                if isinstance(n, For) and before.get(n.var) == n)
             try:
-                split = _distribute_nest(trial, set(), set(taken), errors)
+                split = _distribute_nest(trial, set(), set(taken), errors, settled)
             except PolyirError as error:
                 errors.append((owner.var, error))
                 split = trial

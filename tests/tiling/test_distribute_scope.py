@@ -78,3 +78,22 @@ def test_a_budget_past_the_outer_loop_keeps_the_inner_split(monkeypatch: pytest.
     (nest,) = result.body
     assert len(nest.body) == 3            # j split into S0's and S1's loops; j2 as it was
     polyir.testing.assert_equivalent(Module((function,)), Module((result,)))
+
+
+def test_settled_loops_are_left_as_they_are_and_the_others_split() -> None:
+    """``_distribute_nest``'s ``settled`` loops (a spill trial's unchanged ones)
+    are not tried again; every other candidate still is (``i`` holds two loops,
+    ``j`` a reduction beside an element-wise statement)."""
+    from polyir.ir.names import names_in
+    from polyir.tiling.distribute import mixed_reduction_loops
+    function = polyir.parse(NEST).entry
+    assert imperfect_loops(function) == ["i"] and mixed_reduction_loops(function) == ["j"]
+
+    def distributed(settled: set[str]) -> Function:
+        return distribute._distribute_nest(function, set(), names_in(function), [], frozenset(settled))
+    assert distributed({"i", "j"}) == function
+    only_j = distributed({"i"})      # j split in two, i left whole
+    assert len(only_j.body) == 1 and mixed_reduction_loops(only_j) == []
+    only_i = distributed({"j"})      # i split, j left whole
+    assert len(only_i.body) > 1 and mixed_reduction_loops(only_i) == ["j"]
+    assert len(distributed(set()).body) > 1 and mixed_reduction_loops(distributed(set())) == []
