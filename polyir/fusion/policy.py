@@ -18,7 +18,7 @@ dependence and its witness, or the cost.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import islpy as isl
 
@@ -27,8 +27,9 @@ from polyir.fusion.cost import DEFAULT_TOLERANCE, Estimate, decide, estimate
 from polyir.fusion.graph import NestGraph
 from polyir.fusion.producer_consumer import fuse_into, observable_buffers, window, window_scop
 from polyir.ir.affine import Aff
-from polyir.ir.canonical import CanonicalForm, canonical_form
-from polyir.ir.nodes import Assign, For, Function, If
+from polyir.ir.canonical import CanonicalForm, canonical_form, transfer
+from polyir.ir.names import names_in
+from polyir.ir.nodes import Assign, For, Function, If, Node
 from polyir.ir.walk import buffer_accesses, loads, walk_nodes
 from polyir.polyhedral.extract import Scop, affine_index, reduction_of
 from polyir.polyhedral.footprint import Footprints, footprints
@@ -335,24 +336,41 @@ def pair_form(function: Function, producer: int, consumer: int) -> CanonicalForm
     return canonical_form(function, nodes, {"observed": observable_buffers(function, producer, consumer)})
 
 
+_Decided = tuple[int | None, str, tuple[CanonicalForm, Node, bool] | None]
+"""A pair's decision: the depth (``None``: not fused), the reason (names
+canonical) and, when fused, the pair's form, the fused consumer and whether
+the producer went."""
+
+
 def _decide_pair(function: Function, producer: int, consumer: int, target: Target, ctx: isl.Context,
-                 options: FusionOptions, decided: dict[str, tuple[int | None, str]]
+                 options: FusionOptions, decided: dict[str, _Decided]
                  ) -> tuple[Function | None, FusionStep | None, str]:
     """:func:`try_pair`, or the decision already taken for a pair that is the same up
-    to names (a stack of identical layers asks isl once, not once per layer)."""
+    to names (a stack of identical layers asks isl once, not once per layer): its
+    fused consumer, renamed (``polyir.ir.canonical.transfer``; the slice, the
+    loops isl generated for it and the proof all look at the window alone)."""
     form = pair_form(function, producer, consumer)
     known = decided.get(form.key)
     if known is None:
         fused, step, why = try_pair(function, producer, consumer, target, ctx, options)
-        decided[form.key] = (step.depth if step else None, form.canonical(step.reason if step else why))
+        result = None
+        if fused is not None:
+            removed = len(fused.body) == len(function.body) - 1
+            result = (form, fused.body[consumer - removed], removed)
+        decided[form.key] = (step.depth if step else None,
+                             form.canonical(step.reason if step else why), result)
         return fused, step, why
-    depth, text = known
-    if depth is None:
+    depth, text, result = known
+    if depth is None or result is None:
         return None, None, form.actual(text)
+    first, node, removed = result
     graph = NestGraph(function)
     names = (graph.nests[producer].name, graph.nests[consumer].name)
-    again = fuse_into(function, producer, consumer, depth, ctx, check=False)
-    return again.function, FusionStep(names[0], names[1], depth, form.actual(text)), ""
+    body = list(function.body)
+    body[consumer] = transfer((node,), first, form, names_in(function))[0]
+    if removed:
+        del body[producer]
+    return replace(function, body=tuple(body)), FusionStep(names[0], names[1], depth, form.actual(text)), ""
 
 
 def plan_and_fuse(function: Function, target: Target, ctx: isl.Context,
@@ -362,7 +380,7 @@ def plan_and_fuse(function: Function, target: Target, ctx: isl.Context,
     report = FusionReport()
     tried: dict[tuple[int, int], str] = {}
     alive: list[object] = []   # keeps the nodes of ``tried``'s keys alive (ids stay unique)
-    decided: dict[str, tuple[int | None, str]] = {}
+    decided: dict[str, _Decided] = {}
     changed = True
     while changed:
         changed = False
