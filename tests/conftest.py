@@ -6,9 +6,11 @@ Profiles: ``ci`` (default; fast, for 2-core CI machines) and ``deep``
 from __future__ import annotations
 
 import atexit
+import copy
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -32,6 +34,22 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 DEEP = os.environ.get("HYPOTHESIS_PROFILE") == "deep"
+
+
+def assert_runs_alike(args: list, *runs: Callable[..., object], what: str = "") -> None:
+    """Each of ``runs`` called on its own copy of ``args``: every array argument
+    ends bit for bit as after the first run (NaNs equal); ``what`` names the case."""
+    import numpy as np
+
+    results = []
+    for run in runs:
+        mine = copy.deepcopy(args)
+        run(*mine)
+        results.append(mine)
+    for other in results[1:]:
+        for got, want in zip(other, results[0], strict=True):
+            if isinstance(want, np.ndarray):
+                assert np.array_equal(got, want, equal_nan=True), what
 
 
 def examples(ci: int, deep: int | None = None) -> int:

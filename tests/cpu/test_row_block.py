@@ -27,7 +27,7 @@ from polyir.target import cpu
 from polyir.testing import random_arguments
 from polyir.testing.corpus import corpus_kernel
 from polyir.tiling.unroll_jam import unroll_jam
-from tests.conftest import examples
+from tests.conftest import assert_runs_alike, examples
 
 
 # ------------------------------------------------------------------ transpose
@@ -194,13 +194,8 @@ def test_random_row_blocks_bit_equal_to_scalar_code(case: tuple[Module, int]) ->
     scalar = build_cpu(module, dataclasses.replace(target, vector_bits=32), cache_dir=None)
     vector = re.compile(r"<\d+ x (float|double)>")
     assert vector.search(lanes.llvm_ir) and not vector.search(scalar.llvm_ir)
-    args = random_arguments(module, 0, {"N": size + 3, "M": size})
-    expected, actual = copy.deepcopy(args), copy.deepcopy(args)
-    scalar(*expected)
-    lanes(*actual)
-    for a, b in zip(actual, expected, strict=True):
-        if isinstance(b, np.ndarray):
-            assert np.array_equal(a, b, equal_nan=True), str(module)
+    assert_runs_alike(random_arguments(module, 0, {"N": size + 3, "M": size}), scalar, lanes,
+                      what=str(module))
 
 
 def test_compile_ir_plans_the_lanes_for_a_matrix_vector_product() -> None:

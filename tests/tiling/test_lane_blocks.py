@@ -23,7 +23,7 @@ from polyir.target import Target, cpu
 from polyir.testing import assert_preserves_or_refuses, random_arguments
 from polyir.testing.corpus import corpus_kernel
 from polyir.tiling.bands import UnsupportedNest
-from tests.conftest import examples
+from tests.conftest import assert_runs_alike, examples
 from tests.tiling.test_autotile import AVX2
 
 CHOLESKY_ROWS = """func f(A: f32[n, n]) {
@@ -171,10 +171,4 @@ def _assert_bit_equal(module: Module, result: Module, target: Target, size: int)
     built with scalar code gives, at ``N = size``."""
     lanes = build_cpu(result, target, cache_dir=None)
     scalar = build_cpu(module, dataclasses.replace(target, vector_bits=32), cache_dir=None)
-    args = random_arguments(module, 0, {"N": size})
-    expected, actual = copy.deepcopy(args), copy.deepcopy(args)
-    scalar(*expected)
-    lanes(*actual)
-    for a, b in zip(actual, expected, strict=True):
-        if isinstance(b, np.ndarray):
-            assert np.array_equal(a, b, equal_nan=True), str(result)
+    assert_runs_alike(random_arguments(module, 0, {"N": size}), scalar, lanes, what=str(result))
