@@ -359,4 +359,7 @@ class ExprLowering:
 
 
 def _suffix(typ: ir.Type) -> str:
+    """The intrinsic suffix of a float type or a vector of floats (``f32``, ``v16f32``)."""
+    if isinstance(typ, ir.VectorType):
+        return f"v{typ.count}{_suffix(typ.element)}"
     return "f64" if isinstance(typ, ir.DoubleType) else "f32"

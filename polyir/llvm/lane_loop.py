@@ -52,7 +52,8 @@ from polyir.ir.affine import Aff
 from polyir.ir.nodes import Assign, BinOp, Call, Const, For, Load, Node
 from polyir.ir.types import DType
 from polyir.llvm.exprs import constant
-from polyir.llvm.hooks import I32, compute_type
+from polyir.llvm.hooks import compute_type
+from polyir.llvm.row_block import splat
 
 if TYPE_CHECKING:
     from polyir.ir.nodes import Buffer
@@ -187,10 +188,7 @@ class _Vectors:
         self.flags = lowerer.hooks.float_flags
 
     def splat(self, value: ir.Value) -> ir.Value:
-        b = self.builder
-        single = b.insert_element(ir.Constant(self.vector, ir.Undefined), value, ir.Constant(I32, 0))
-        zeros = ir.Constant(ir.VectorType(I32, self.lanes), [0] * self.lanes)
-        return b.shuffle_vector(single, ir.Constant(self.vector, ir.Undefined), zeros)
+        return splat(self.builder, self.vector, value)
 
     def value(self, e: object) -> ir.Value:
         b = self.builder
@@ -200,31 +198,13 @@ class _Vectors:
             lhs, rhs = self.value(e.lhs), self.value(e.rhs)
             return {"+": b.fadd, "-": b.fsub, "*": b.fmul, "/": b.fdiv}[e.op](lhs, rhs, flags=self.flags)
         if isinstance(e, Call):
-            return self.call(e.fn, [self.value(a) for a in e.args])
+            # lane by lane what the scalar lowering computes (its rule for max/min and NaN)
+            return self.lowerer._float_call(e.fn, [self.value(a) for a in e.args])
         assert isinstance(e, Load)
         if self.reads[e] == SPLAT:
             return self.splat(self.lowerer.load(e.buffer, e.indices))
         pointer = self.lowerer.element_pointer(e.buffer, e.indices)
         return b.load(pointer, typ=self.vector, align=self.align)
-
-    def call(self, fn: str, args: list[ir.Value]) -> ir.Value:
-        """``fn`` lane by lane, as the scalar lowering (``ExprLowering._float_call``)
-        computes it."""
-        b = self.builder
-        suffix = f"v{self.lanes}{'f32' if self.dtype is DType.F32 else 'f64'}"
-        if fn == "neg":
-            return b.fneg(args[0], flags=self.flags)
-        if fn == "abs":
-            callee = self.lowerer.intrinsic(f"llvm.fabs.{suffix}", self.vector, [self.vector])
-            return b.call(callee, args, fastmath=self.flags)
-        a, c = args
-        if "nsz" not in self.flags:   # the interpreter's rule: a when a wins or c is NaN, else c
-            wins = b.fcmp_ordered(">" if fn == "max" else "<", a, c, flags=self.flags)
-            return b.select(b.or_(wins, b.fcmp_unordered("uno", c, c, flags=self.flags)), a, c)
-        name = "maxnum" if fn == "max" else "minnum"
-        callee = self.lowerer.intrinsic(f"llvm.{name}.{suffix}", self.vector, [self.vector] * 2)
-        return b.call(callee, args, fastmath=self.flags)
-
 
 def lower_lane_loop(lowerer: FunctionLowerer, lane_loop: LaneLoop) -> None:
     """Emit ``lane_loop`` as its vectors' statements, in order (module docstring)."""

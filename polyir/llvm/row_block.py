@@ -255,6 +255,13 @@ def transpose(rows: Sequence[T], shuffle: Callable[[T, T, list[int]], T], per_la
     return result
 
 
+def splat(builder: ir.IRBuilder, vector: ir.VectorType, value: ir.Value) -> ir.Value:
+    """``value`` in every lane of a ``vector``."""
+    single = builder.insert_element(ir.Constant(vector, ir.Undefined), value, ir.Constant(I32, 0))
+    zeros = ir.Constant(ir.VectorType(I32, vector.count), [0] * vector.count)
+    return builder.shuffle_vector(single, ir.Constant(vector, ir.Undefined), zeros)
+
+
 class _Lanes:
     """Emits the vector code of one row block (see the module docstring)."""
 
@@ -280,10 +287,7 @@ class _Lanes:
         return self.builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(I32, len(mask)), mask))
 
     def splat(self, value: ir.Value) -> ir.Value:
-        b = self.builder
-        single = b.insert_element(ir.Constant(self.vector, ir.Undefined), value, ir.Constant(I32, 0))
-        zeros = ir.Constant(ir.VectorType(I32, self.block.lanes), [0] * self.block.lanes)
-        return b.shuffle_vector(single, ir.Constant(self.vector, ir.Undefined), zeros)
+        return splat(self.builder, self.vector, value)
 
     def gather(self, load: Load, group: int) -> ir.Value:
         """The lanes of a :data:`TRANSPOSED` read at the current column, element by element."""

@@ -37,8 +37,9 @@ CONV = """func conv(O: f32[CO, OH, OW], I: f32[CI, H, W], F: f32[CO, CI, 3, 3]) 
 }"""
 
 
-def _conv(stride: int, **sizes: int) -> Module:
-    text = CONV.replace("S * ", f"{stride} * ")
+def _conv(stride: int, template: str = CONV, **sizes: int) -> Module:
+    """``template`` (a convolution) at ``stride``, with ``sizes`` filled in."""
+    text = template.replace("S * ", f"{stride} * ")
     if stride == 1 and "OH" not in sizes:  # "same" padding: the output has the input's size
         text = text.replace("OH", "H").replace("OW", "W")
     for name, value in sorted(sizes.items(), key=lambda item: -len(item[0])):
@@ -89,12 +90,7 @@ DEPTHWISE = """func dw(O: f32[1, C, OH, OW], I: f32[1, C, H, W], F: f32[C, 1, 3,
 def test_a_depthwise_convolution_pads_one_channel_at_a_time(stride: int, sizes: dict[str, int]) -> None:
     # the channel loop reads only its channel: the padded copy is that slice,
     # a local of the channel loop filled at the start of each iteration
-    text = DEPTHWISE.replace("S * ", f"{stride} * ")
-    if not sizes:   # symbolic sizes, "same" padding
-        text = text.replace("OH", "H").replace("OW", "W")
-    for name, value in sorted(sizes.items(), key=lambda item: -len(item[0])):
-        text = text.replace(name, str(value))
-    module = polyir.parse(text)
+    module = _conv(stride, DEPTHWISE, **sizes)   # no sizes: symbolic, "same" padding
     ctx = PassContext(AVX2)
     result = transform(module, "auto-tile{zero_pad=true widen=false}", ctx=ctx, verify_each=True)
     assert any("zero-padded copy" in r.why for r in ctx.remarks_of("auto-tile", "applied"))
