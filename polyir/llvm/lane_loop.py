@@ -53,7 +53,7 @@ from polyir.ir.nodes import Assign, BinOp, Call, Const, For, Load, Node
 from polyir.ir.types import DType
 from polyir.llvm.exprs import constant
 from polyir.llvm.hooks import compute_type
-from polyir.llvm.row_block import splat
+from polyir.llvm.row_block import linear_in, splat
 
 if TYPE_CHECKING:
     from polyir.ir.nodes import Buffer
@@ -131,8 +131,7 @@ def _kind(indices: tuple[object, ...], var: str) -> str | None:
         return None
     if var not in last.variables():
         return SPLAT
-    plain = all(isinstance(atom, str) or var not in atom.expr.variables() for atom, _ in last.terms)
-    return LANES if plain and last.coefficient(var) == 1 else None
+    return LANES if linear_in(last, (var,)) and last.coefficient(var) == 1 else None
 
 
 def _classify(e: object, dtype: DType, var: str, buffers: Callable[[str], Buffer | None],

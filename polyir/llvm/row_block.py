@@ -177,7 +177,7 @@ def _classify(e: object, written: str, dtype: DType, row: str, loop: str, functi
             or not all(isinstance(i, Aff) for i in e.indices):
         return False
     affs = [i for i in e.indices if isinstance(i, Aff)]
-    if e.buffer == written and not all(_linear_in(a, (row, loop)) for a in affs):
+    if e.buffer == written and not all(linear_in(a, (row, loop)) for a in affs):
         return False
     *outer, last = affs
     row_outer = any(row in a.variables() for a in outer)
@@ -193,7 +193,7 @@ def _classify(e: object, written: str, dtype: DType, row: str, loop: str, functi
     return True
 
 
-def _linear_in(aff: Aff, names: Sequence[str]) -> bool:
+def linear_in(aff: Aff, names: Sequence[str]) -> bool:
     """Do ``names`` occur in ``aff`` only as plain terms (not inside ``//``, ``%``)?"""
     return all(isinstance(atom, str) or not (atom.expr.variables() & set(names)) for atom, _ in aff.terms)
 
