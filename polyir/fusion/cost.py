@@ -10,10 +10,14 @@ For one candidate (a producer fused into a consumer at a depth) it estimates
   (``Slice.recompute``);
 * ``working_set``: the bytes one consumer iteration at the fusion depth
   touches (every buffer's footprint box at that depth), compared with the
-  target's cache (CPU: the L2 cache) or shared memory (GPU).
+  target's cache (CPU: the L2 cache) or shared memory (GPU);
+* ``reuse_lost``: on the CPU, the extra operand loads of a matrix product the
+  fused loops cut into matrix-vector products, one per row
+  (``polyir.fusion.reuse``).
 
 :func:`decide` accepts a candidate when it saves traffic, repeats at most
-``tolerance`` of the producer's work, and its working set fits; among the
+``tolerance`` of the producer's work, loses less reuse than the traffic it
+saves, and its working set fits; among the
 accepted depths of one pair the policy takes the one whose intermediate
 shrinks most (then the deepest). Sizes that are symbols are evaluated at
 ``symbol_size`` (64) for the estimates only.
@@ -41,6 +45,8 @@ class Estimate:
     working_set: int
     shrunk_elements: int      # elements of the intermediate(s) per consumer iteration
     full_elements: int        # elements of the intermediate(s) before
+    reuse_lost: int = 0       # extra operand bytes loaded by contractions cut per row
+    reuse_note: str = ""      # which contraction, what operand (polyir.fusion.reuse)
 
     @property
     def storage_reduction(self) -> float:
@@ -92,6 +98,9 @@ def decide(candidate: Estimate, target: Target, tolerance: float = DEFAULT_TOLER
     if candidate.recompute > tolerance:
         return Decision(False, f"the slice repeats {candidate.recompute:.0%} of the producer's work "
                                f"(tolerance {tolerance:.0%})")
+    if candidate.reuse_lost > candidate.bytes_saved:
+        return Decision(False, f"{candidate.reuse_note}: {candidate.reuse_lost} bytes more loaded, "
+                               f"{candidate.bytes_saved} bytes of traffic saved")
     budget = cache_budget(target)
     if candidate.working_set > budget:
         return Decision(False, f"one consumer iteration at depth {candidate.depth} would touch "

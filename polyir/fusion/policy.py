@@ -26,6 +26,7 @@ from polyir.errors import IllegalTransform
 from polyir.fusion.cost import DEFAULT_TOLERANCE, Estimate, decide, estimate
 from polyir.fusion.graph import NestGraph
 from polyir.fusion.producer_consumer import fuse_into, observable_buffers, window, window_scop
+from polyir.fusion.reuse import reuse_lost
 from polyir.ir.affine import Aff
 from polyir.ir.canonical import CanonicalForm, canonical_form, transfer
 from polyir.ir.names import names_in
@@ -172,6 +173,8 @@ def try_pair(function: Function, producer: int, consumer: int, target: Target, c
             continue
         candidate = estimate(function, function, consumer, depth, piece.buffers, removed,
                              piece.recompute, ws_consumer + ws_producer, shrunk, options.sizes, device)
+        lost, note = reuse_lost(function, producer, consumer, depth, piece, target, options.sizes, device)
+        candidate = replace(candidate, reuse_lost=lost, reuse_note=note)
         verdict = decide(candidate, target, tolerance)
         if not verdict.accepted:
             reasons.append(f"depth {depth}: {verdict.reason}")
