@@ -248,9 +248,16 @@ def gemm_plan(c: Contraction, sizes: GemmSizes, taken: set[str]) -> tuple[object
     ic, jc, kc = _fresh(f"{c.i}_c", taken), _fresh(f"{c.j}_c", taken), _fresh(f"{k}_c", taken)
     ir, jr = _fresh(f"{c.i}_r", taken), _fresh(f"{c.j}_r", taken)
     tile = sizes.register
+    # batch loops the column operand does not use (a Linear layer over a
+    # sequence of batches, ``y[t, b, n] += x[b, t, k] * W[n, k]``) run inside
+    # the column panel's loops, as more rows: the panel is packed once, not
+    # once per batch iteration (BERT's in-projection at batch 8: 2304 x 768
+    # packed 128 times, half of the layer's time)
+    fold = c.shared_right and any((c.extent(b) or 2) > 1 for b in c.batch)
+    blocks = (*c.batch, ic) if fold else (ic,)
     steps += [
         Tile((c.i, c.j, k), (sizes.mc, sizes.nc, sizes.kc), (ic, jc, kc)),
-        Interchange((ic, jc, kc), (jc, kc, ic)),
+        Interchange((*blocks, jc, kc), (jc, kc, *blocks)),
         Tile((c.i, c.j), (tile.mr, tile.nr), (ir, jr)),
         Interchange((ir, jr, c.i, c.j, k), (jr, ir, k, c.i, c.j)),
     ]
