@@ -19,20 +19,26 @@ from polyir.testing import assert_equivalent
 from polyir.tiling.sizes import register_tile
 
 
-def _matmul_then_row_sum(rows: int, order: str = "i,j") -> str:
-    """``Y = X W^T`` then a sum over each row of ``Y`` (the producer's loops in ``order``)."""
+def _product(rows: int, order: str = "i,j") -> str:
+    """The nest of ``Y = X W^T`` (``X`` has ``rows`` rows, 32 columns), its
+    loops in ``order``."""
     outer, inner = order.split(",")
     bounds = {"i": rows, "j": 32}
-    return f"""func f(X: f32[{rows}, 32], W: f32[32, 32], S: f32[{rows}]) {{
-  local Y: f32[{rows}, 32]
-  for {outer} = 0 to {bounds[outer]} {{
+    return f"""  for {outer} = 0 to {bounds[outer]} {{
     for {inner} = 0 to {bounds[inner]} {{
       S0: Y[i, j] = 0.0
       for k = 0 to 32 {{
         S1: Y[i, j] = Y[i, j] + X[i, k] * W[j, k]
       }}
     }}
-  }}
+  }}"""
+
+
+def _matmul_then_row_sum(rows: int, order: str = "i,j") -> str:
+    """``Y = X W^T`` then a sum over each row of ``Y`` (the producer's loops in ``order``)."""
+    return f"""func f(X: f32[{rows}, 32], W: f32[32, 32], S: f32[{rows}]) {{
+  local Y: f32[{rows}, 32]
+{_product(rows, order)}
   for a = 0 to {rows} {{
     S2: S[a] = 0.0
     for b = 0 to 32 {{
@@ -98,22 +104,15 @@ def test_the_estimate_counts_the_rows_a_register_tile_would_share() -> None:
 def test_an_epilogue_is_still_fused_into_the_product() -> None:
     """A bias and ReLU per element fuse at the full depth: every output loop
     of the product is fused, so its register tile is not cut."""
-    text = """func f(X: f32[16, 32], W: f32[32, 32], B: f32[32], Z: f32[16, 32]) {
+    text = f"""func f(X: f32[16, 32], W: f32[32, 32], B: f32[32], Z: f32[16, 32]) {{
   local Y: f32[16, 32]
-  for i = 0 to 16 {
-    for j = 0 to 32 {
-      S0: Y[i, j] = 0.0
-      for k = 0 to 32 {
-        S1: Y[i, j] = Y[i, j] + X[i, k] * W[j, k]
-      }
-    }
-  }
-  for a = 0 to 16 {
-    for b = 0 to 32 {
+{_product(16)}
+  for a = 0 to 16 {{
+    for b = 0 to 32 {{
       S2: Z[a, b] = max(Y[a, b] + B[b], 0.0)
-    }
-  }
-}"""
+    }}
+  }}
+}}"""
     module, fused, ctx = _fuse(text)
     assert _loops(fused) == 1 and not ctx.remarks_of("fuse", "missed")
     assert_equivalent(module, fused)
@@ -169,25 +168,18 @@ def test_softmax_rows_of_scores_are_fused_for_the_online_traversal() -> None:
     assert_equivalent(module, fused)
 
 
-PER_IMAGE = """func f(X: f32[8, 32], W: f32[32, 32], S: f32[4, 2]) {
+PER_IMAGE = f"""func f(X: f32[8, 32], W: f32[32, 32], S: f32[4, 2]) {{
   local Y: f32[8, 32]
-  for r = 0 to 8 {
-    for n = 0 to 32 {
-      S0: Y[r, n] = 0.0
-      for k = 0 to 32 {
-        S1: Y[r, n] = Y[r, n] + X[r, k] * W[n, k]
-      }
-    }
-  }
-  for a = 0 to 4 {
-    for c = 0 to 2 {
+{_product(8)}
+  for a = 0 to 4 {{
+    for c = 0 to 2 {{
       S2: S[a, c] = 0.0
-      for d = 0 to 32 {
+      for d = 0 to 32 {{
         S3: S[a, c] = S[a, c] + Y[2*a + c, d]
-      }
-    }
-  }
-}"""
+      }}
+    }}
+  }}
+}}"""
 """A product over the rows of 4 images of 2 rows each (a Linear layer on a
 flattened batch), then a sum per row, fused per image (``max_depth=1``)."""
 
@@ -214,14 +206,7 @@ def test_an_epilogue_per_image_keeps_the_producers_loop_order() -> None:
     as read again even with the small cache."""
     text = PER_IMAGE.replace("X: f32[8, 32]", "X: f32[4, 2, 32]").replace("local Y: f32[8, 32]",
                                                                           "local Y: f32[4, 2, 32]")
-    text = text.replace("""  for r = 0 to 8 {
-    for n = 0 to 32 {
-      S0: Y[r, n] = 0.0
-      for k = 0 to 32 {
-        S1: Y[r, n] = Y[r, n] + X[r, k] * W[n, k]
-      }
-    }
-  }""", """  for b = 0 to 4 {
+    text = text.replace(_product(8), """  for b = 0 to 4 {
     for t = 0 to 2 {
       for n = 0 to 32 {
         S0: Y[b, t, n] = 0.0
