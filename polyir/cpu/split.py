@@ -329,6 +329,10 @@ class _Canonicaliser:
 
     # -- affine ----------------------------------------------------------
     def aff(self, aff: Aff, scope: dict[str, str]) -> Aff:
+        names = [atom for atom, _ in aff.terms if isinstance(atom, str)]
+        if len(names) == len(aff.terms):   # no // or %: the names change, nothing else
+            mapping = {name: self.variable(name, scope) for name in names}
+            return aff._renamed(mapping) if mapping else aff
         result = Aff.const(aff.constant)
         for atom, coeff in aff.terms:
             if isinstance(atom, str):
