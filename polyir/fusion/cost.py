@@ -12,8 +12,8 @@ For one candidate (a producer fused into a consumer at a depth) it estimates
   touches (every buffer's footprint box at that depth), compared with the
   target's cache (CPU: the L2 cache) or shared memory (GPU);
 * ``reuse_lost``: on the CPU, the extra operand loads of a matrix product the
-  fused loops cut into matrix-vector products, one per row
-  (``polyir.fusion.reuse``).
+  fused loops cut into matrix-vector products (one per row) or into blocks
+  whose shared operand no longer stays in cache (``polyir.fusion.reuse``).
 
 :func:`decide` accepts a candidate when it saves traffic, repeats at most
 ``tolerance`` of the producer's work, loses less reuse than the traffic it
@@ -45,7 +45,7 @@ class Estimate:
     working_set: int
     shrunk_elements: int      # elements of the intermediate(s) per consumer iteration
     full_elements: int        # elements of the intermediate(s) before
-    reuse_lost: int = 0       # extra operand bytes loaded by contractions cut per row
+    reuse_lost: int = 0       # extra operand bytes loaded by contractions the fusion cuts
     reuse_note: str = ""      # which contraction, what operand (polyir.fusion.reuse)
 
     @property

@@ -85,8 +85,9 @@ def _contractions(node: object, path: tuple[For, ...] = ()) -> list[tuple[tuple[
 
 def has_row_maximum(node: object) -> bool:
     """Does ``node`` hold a ``max`` reduction (a softmax row's maximum)?"""
-    return any(reduction_of(stmt) is not None and reduction_of(stmt)[1] == "max"  # type: ignore[index]
-               for stmt in walk_nodes((node,)) if isinstance(stmt, Assign))  # type: ignore[arg-type]
+    updates = (reduction_of(stmt) for stmt in walk_nodes((node,))  # type: ignore[arg-type]
+               if isinstance(stmt, Assign))
+    return any(update is not None and update[1] == "max" for update in updates)
 
 
 def _lost(nest: For, fused: set[str], function: Function, target: Target, sizes: dict[str, int],
@@ -114,10 +115,9 @@ def _lost(nest: For, fused: set[str], function: Function, target: Target, sizes:
             if not reusing:
                 continue
             rows = prod(trips[v] for v in reusing)
-            mr = register_tile(target, function.buffers[buffer].dtype.storage_bytes(device)
-                               if buffer in function.buffers else 4, rows=rows).mr
+            element = _element(function, buffer, device)
+            mr = register_tile(target, element, rows=rows).mr
             footprint = prod(trips[loop.var] for loop in path if loop.var not in fused and loop.var in used)
-            element = function.buffers[buffer].dtype.storage_bytes(device) if buffer in function.buffers else 4
             lost = footprint * element * (rows - -(-rows // max(1, mr)))
             if lost > 0:
                 total += lost
