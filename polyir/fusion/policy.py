@@ -26,13 +26,13 @@ from polyir.errors import IllegalTransform
 from polyir.fusion.cost import DEFAULT_TOLERANCE, Estimate, decide, estimate
 from polyir.fusion.graph import NestGraph
 from polyir.fusion.producer_consumer import fuse_into, observable_buffers, window, window_scop
-from polyir.fusion.reuse import reuse_lost
+from polyir.fusion.reuse import contractions, reuse_lost
 from polyir.ir.affine import Aff
 from polyir.ir.canonical import CanonicalForm, canonical_form, transfer
 from polyir.ir.names import names_in
-from polyir.ir.nodes import Assign, For, Function, If, Node
+from polyir.ir.nodes import Assign, For, Function, Node
 from polyir.ir.walk import buffer_accesses, loads, walk_nodes
-from polyir.polyhedral.extract import Scop, affine_index, reduction_of
+from polyir.polyhedral.extract import Scop, affine_index
 from polyir.polyhedral.footprint import Footprints, footprints
 from polyir.polyhedral.slices import Slice, SliceError, compute_slice, loop_chain
 from polyir.target import Target
@@ -205,27 +205,9 @@ row repeated 21% of it. Attention's scores are fused into softmax without
 repeating any, so this costs them nothing."""
 
 
-def _is_contraction(stmt: object) -> bool:
-    """Is ``stmt`` a sum of products of two buffers (``X += A * B``)?"""
-    update = reduction_of(stmt)  # type: ignore[arg-type]
-    return update is not None and update[1] == "+" and isinstance(stmt, Assign) \
-        and len({ld.buffer for ld in loads(stmt.value) if ld.buffer != stmt.buffer}) >= 2
-
-
-def _contraction_site(node: object, path: list[For]) -> tuple[list[For], Assign] | None:
+def _contraction_site(node: object) -> tuple[tuple[For, ...], Assign] | None:
     """The loops around the first contraction statement in ``node``, and it."""
-    if isinstance(node, Assign):
-        return (path, node) if _is_contraction(node) else None
-    children: list[tuple[object, list[For]]] = []
-    if isinstance(node, For):
-        children = [(child, [*path, node]) for child in node.body]
-    elif isinstance(node, If):   # a padded convolution's guard
-        children = [(child, path) for child in (*node.then_body, *node.else_body)]
-    for child, where in children:
-        found = _contraction_site(child, where)
-        if found is not None:
-            return found
-    return None
+    return next(iter(contractions(node)), None)
 
 
 def has_contraction(node: object, windowed: bool = False) -> bool:
@@ -234,7 +216,7 @@ def has_contraction(node: object, windowed: bool = False) -> bool:
     two of its loops or scales one (``x[2*h + kh]``, ``levels._windowed``);
     not a matrix product's (attention's scores are fused into their softmax
     rows on purpose)."""
-    site = _contraction_site(node, [])
+    site = _contraction_site(node)
     if site is None or not windowed:
         return site is not None
     path, stmt = site
@@ -286,7 +268,7 @@ def shared_operand(node: object) -> bool:
     layer's; also attention's ``q . k`` at one head, which is why the callers
     ask for a two-dimensional window too: a pool or a depthwise convolution
     after a 1x1 convolution, not softmax after scores)?"""
-    site = _contraction_site(node, [])
+    site = _contraction_site(node)
     roles = _roles(site[1]) if site is not None else None
     if roles is None:
         return False
@@ -307,7 +289,7 @@ def splitting_depths(node: object) -> set[int]:
     2.2x eager's time; not fused: 0.3x). Fused at the batch loop the
     channels stay inside, so that depth is kept (a batch of 8 images of a
     small CNN: 0.69 ms fused per image, 1.0 ms not)."""
-    site = _contraction_site(node, [])
+    site = _contraction_site(node)
     roles = _roles(site[1]) if site is not None else None
     if site is None or roles is None:
         return set()

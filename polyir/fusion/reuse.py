@@ -67,8 +67,10 @@ def _trip(loop: For, sizes: dict[str, int]) -> int:
     return max(0, -(-(high - low) // loop.step))
 
 
-def _contractions(node: object, path: tuple[For, ...] = ()) -> list[tuple[tuple[For, ...], Assign]]:
-    """Every contraction statement in ``node`` (``X += A * B``), with its loops."""
+def contractions(node: object, path: tuple[For, ...] = ()) -> list[tuple[tuple[For, ...], Assign]]:
+    """Every contraction statement in ``node`` (``X += A * B``: a sum of
+    products of at least two buffers), with its loops, in program order (a
+    padded convolution's guard adds no loop)."""
     if isinstance(node, Assign):
         update = reduction_of(node)
         operands = {ld.buffer for ld in loads(node.value) if ld.buffer != node.buffer}
@@ -76,10 +78,10 @@ def _contractions(node: object, path: tuple[For, ...] = ()) -> list[tuple[tuple[
     found: list[tuple[tuple[For, ...], Assign]] = []
     if isinstance(node, For):
         for child in node.body:
-            found += _contractions(child, (*path, node))
+            found += contractions(child, (*path, node))
     elif isinstance(node, If):
         for child in (*node.then_body, *node.else_body):
-            found += _contractions(child, path)
+            found += contractions(child, path)
     return found
 
 
@@ -95,7 +97,7 @@ def _lost(nest: For, fused: set[str], function: Function, target: Target, sizes:
     """``(bytes, what)``: the reuse the contractions of ``nest`` lose when the
     loops ``fused`` run outside everything else (see the module docstring)."""
     total, what = 0, ""
-    for path, stmt in _contractions(nest):
+    for path, stmt in contractions(nest):
         out = _variables(stmt.indices)
         if out is None:
             continue
@@ -165,10 +167,11 @@ def _volume(image: isl.Set) -> int | None:
     return volume
 
 
-def _restreamed_producer(function: Function, nest: For, piece: Slice, consumer: list[For],
-                         cache: int, sizes: dict[str, int], device: str) -> tuple[int, str]:
+def _restreamed_producer(function: Function, nest: For, piece: Slice, fixed: set[str],
+                         consumer: list[For], cache: int, sizes: dict[str, int],
+                         device: str) -> tuple[int, str]:
     """Bytes of the producer's contraction operands read again from beyond the
-    cache when the fused loops cut the producer into blocks (GPT-2's QKV
+    cache (``fixed``: the producer loops one consumer iteration fixes) when the fused loops cut the producer into blocks (GPT-2's QKV
     projection fused into attention per image and head: one block of rows and
     columns per iteration): an operand no fused loop ``o`` moves (the
     weights, per image) whose footprint over one iteration of ``o`` exceeds
@@ -177,14 +180,14 @@ def _restreamed_producer(function: Function, nest: For, piece: Slice, consumer: 
     if relation.dim(isl.dim_type.param):
         return 0, ""   # symbolic sizes: no estimate
     chain = list(piece.chain[:relation.dim(isl.dim_type.out)])
-    if set(chain[:len(consumer)]) <= _fixed_chain_vars(piece):
+    if set(chain[:len(consumer)]) <= fixed:
         # the fused loops are the producer's own outer loops, one consumer
         # iteration per producer iteration (an epilogue, a normalisation per
         # image): its loop order is kept, nothing is read more often than it was
         return 0, ""
     starts = [_trip_start(loop, sizes) for loop in consumer]
     total, what = 0, ""
-    for path, stmt in _contractions(nest):
+    for path, stmt in contractions(nest):
         trips = {loop.var: _trip(loop, sizes) for loop in path}
         for buffer, used in _operands(stmt, trips).items():
             dims = [chain.index(v) for v in used if v in chain]
@@ -238,18 +241,19 @@ def reuse_lost(function: Function, producer: int, consumer: int, depth: int, pie
     # softmax rows: the online traversal blocks the innermost fused loop (the
     # rows) again, so neither matrix-vector products nor the rows' re-reads count
     rows = any(has_row_maximum(nest) for nest in (producer_nest, consumer_nest))
+    fixed = _fixed_chain_vars(piece)
     lost, why = 0, ""
     if not rows:
         fused_consumer = {loop.var for loop in loop_chain(consumer_nest, depth)}
-        lost_p, why_p = _lost(producer_nest, _fixed_chain_vars(piece), function, target, sizes, device)
+        lost_p, why_p = _lost(producer_nest, fixed, function, target, sizes, device)
         lost_c, why_c = _lost(consumer_nest, fused_consumer, function, target, sizes, device)
         lost, why = lost_p + lost_c, why_p or why_c
     cache = target.cache(2).size
     checked = depth - 1 if rows else depth
-    again_p, note_p = _restreamed_producer(function, producer_nest, piece,
+    again_p, note_p = _restreamed_producer(function, producer_nest, piece, fixed,
                                            loop_chain(consumer_nest, depth)[:checked], cache, sizes,
                                            device)
     return lost + again_p, why or note_p
 
 
-__all__ = ["reuse_lost", "has_row_maximum"]
+__all__ = ["reuse_lost", "has_row_maximum", "contractions"]
