@@ -4,9 +4,9 @@ Kinds:
 
 * ``raw``, ``war``, ``waw``: memory-based (every earlier access to the same
   element, nothing killed);
-* ``flow``: value-based (isl's dataflow analysis, ``UnionAccessInfo`` /
-  ``compute_flow``): a read depends on the last write of the element before
-  it, and on the may-writes (gathers) after that write.
+* ``flow``: value-based: a read depends on the last write of the element
+  before it, and on the may-writes (gathers) after that write
+  (:func:`last_writers`).
 
 Each :class:`Dependence` holds one pair of statements, one buffer and one
 kind, with its isl map ``source instance -> sink instance``, the loop levels
@@ -22,7 +22,8 @@ import islpy as isl
 
 from polyir.ir.nodes import Function, Module
 from polyir.polyhedral.extract import Access, Scop, extract, isl_name
-from polyir.polyhedral.memo import ISL_MEMO
+from polyir.polyhedral.memo import ISL_MEMO, bounded
+from polyir.polyhedral.order import precedence
 
 Pair = tuple[tuple[str, tuple[int, ...]], tuple[str, tuple[int, ...]]]
 """A dependence between two statement instances ``(statement, (loop values...))``."""
@@ -184,28 +185,19 @@ def kind_names(kinds: str | Sequence[str] | None) -> tuple[str, ...]:
 
 
 # ------------------------------------------------------------ computation
-def _compute(sink: isl.UnionMap, must: isl.UnionMap, may: isl.UnionMap,
-             time: isl.UnionMap) -> isl.UnionMap:
-    """isl's dependence analysis of ``sink`` against the sources, ordered by the
-    (injective) time map ``time`` (memoised: :data:`polyir.polyhedral.memo.ISL_MEMO`)."""
-    def flow() -> isl.UnionMap:
-        info = isl.UnionAccessInfo.from_sink(sink).set_must_source(must).set_may_source(may)
-        return info.set_schedule_map(time).compute_flow().get_may_dependence()
-
-    return ISL_MEMO.answer("compute_flow", sink.get_ctx(), (sink, must, may, time), flow, isl.UnionMap)
-
-
 def raw_relations(scop: Scop, kinds: tuple[str, ...] = ALL_KINDS) -> dict[str, dict[str, isl.UnionMap]]:
     """kind -> buffer -> union map of instance pairs (for the ``kinds`` asked).
 
     Each buffer is analysed over the statements that access it only (their
     accesses and their original time vectors), so a function of ``n``
     independent statements costs ``n`` small problems, not ``n`` problems over
-    all ``n`` statements (300 statements: seconds, not minutes)."""
+    all ``n`` statements (300 statements: seconds, not minutes). The
+    memory-based kinds are built one pair of accesses at a time
+    (:func:`_memory_based`); ``flow`` by :func:`last_writers`."""
     space = scop.context.get_space()
     empty = isl.UnionMap.empty(space)
     result: dict[str, dict[str, isl.UnionMap]] = {k: {} for k in kinds}
-    times = statement_time_maps(scop)
+    times: dict[str, isl.Map] | None = None
     groups: dict[str, list[Access]] = {}
     for statement in scop.statements.values():
         for access in statement.accesses:
@@ -215,23 +207,46 @@ def raw_relations(scop: Scop, kinds: tuple[str, ...] = ALL_KINDS) -> dict[str, d
             for per_buffer in result.values():   # read-only: no dependence of any kind
                 per_buffer[buffer] = empty
             continue
-        reads = _union_of(empty, accesses, lambda a: a.kind == "read")
-        writes = _union_of(empty, accesses, lambda a: a.kind == "write")
-        must = _union_of(empty, accesses, lambda a: a.kind == "write" and a.exact)
-        may = _union_of(empty, accesses, lambda a: a.kind == "write" and not a.exact)
-        time = empty
-        for name in dict.fromkeys(a.statement for a in accesses):
-            time = time.union(isl.UnionMap.from_map(times[name]))
-        read = any(a.kind == "read" for a in accesses)   # written only: no RAW, no WAR
+        read_accesses = [a for a in accesses if a.kind == "read"]
+        write_accesses = [a for a in accesses if a.kind == "write"]
         if "raw" in result:
-            result["raw"][buffer] = _compute(reads, empty, writes, time) if read else empty
+            result["raw"][buffer] = _memory_based(scop, write_accesses, read_accesses, empty)
         if "war" in result:
-            result["war"][buffer] = _compute(writes, empty, reads, time) if read else empty
+            result["war"][buffer] = _memory_based(scop, read_accesses, write_accesses, empty)
         if "waw" in result:
-            result["waw"][buffer] = _compute(writes, empty, writes, time)
+            result["waw"][buffer] = _memory_based(scop, write_accesses, write_accesses, empty)
         if "flow" in result:
+            times = statement_time_maps(scop) if times is None else times
+            time = empty
+            for name in dict.fromkeys(a.statement for a in accesses):
+                time = time.union(isl.UnionMap.from_map(times[name]))
+            reads = _union_of(empty, accesses, lambda a: a.kind == "read")
+            must = _union_of(empty, accesses, lambda a: a.kind == "write" and a.exact)
+            may = _union_of(empty, accesses, lambda a: a.kind == "write" and not a.exact)
             result["flow"][buffer] = last_writers(scop, reads, must, may, time)
     return result
+
+
+def _memory_based(scop: Scop, sources: list[Access], sinks: list[Access],
+                  empty: isl.UnionMap) -> isl.UnionMap:
+    """``{ source -> sink }`` for every pair of instances that access one element,
+    the source first: each pair of accesses is joined on the element and
+    intersected with its statements' :func:`polyir.polyhedral.order.precedence`
+    (a disjunct per loop the two share, where isl's ``compute_flow`` with
+    may-sources orders the instances over the whole padded time space, a
+    few times the cost for the same set). Bounded like every isl problem
+    (:func:`polyir.polyhedral.memo.bounded`), not memoised: a lookup would
+    cost about as much."""
+    def compute() -> isl.UnionMap:
+        found = empty
+        for source in sources:
+            for sink in sinks:
+                pairs = source.relation.apply_range(sink.relation.reverse())
+                found = found.union(isl.UnionMap.from_map(
+                    pairs.intersect(precedence(scop, source.statement, sink.statement))))
+        return found
+
+    return bounded("memory dependence", scop.ctx, compute)
 
 
 def _union_of(empty: isl.UnionMap, accesses: list[Access],

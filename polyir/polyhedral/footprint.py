@@ -19,7 +19,7 @@ iteration of the outer loops.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import islpy as isl
@@ -49,20 +49,33 @@ class Bound:
         return max(values) if self.kind == "max" else min(values) if self.kind == "min" else values[0]
 
 
-@dataclass
+Box = tuple[tuple[Bound, Bound], ...]
+"""Per buffer dimension, its ``(lower, upper)`` bounds (inclusive)."""
+
+
 class Footprint:
     """The elements of ``buffer`` touched below the outer loops ``outer``.
 
     ``relation``, ``reads`` and ``writes`` are isl maps ``[outer] -> buffer[...]``
     with the function's symbols as parameters; ``box`` holds ``(lower,
-    upper)`` (inclusive) per buffer dimension."""
+    upper)`` (inclusive) per buffer dimension. ``box`` may be given as a
+    function of no arguments, called on first use: isl's parametric
+    ``dim_min``/``dim_max`` cost more than the maps, and most callers want
+    the box of one buffer of a nest's footprints."""
 
-    buffer: str
-    outer: tuple[str, ...]
-    relation: isl.Map
-    reads: isl.Map
-    writes: isl.Map
-    box: tuple[tuple[Bound, Bound], ...]
+    __slots__ = ("buffer", "outer", "relation", "reads", "writes", "_box")
+
+    def __init__(self, buffer: str, outer: tuple[str, ...], relation: isl.Map, reads: isl.Map,
+                 writes: isl.Map, box: Box | Callable[[], Box]):
+        self.buffer, self.outer = buffer, outer
+        self.relation, self.reads, self.writes = relation, reads, writes
+        self._box = box
+
+    @property
+    def box(self) -> Box:
+        if callable(self._box):
+            self._box = self._box()
+        return self._box
 
     def __str__(self) -> str:
         dims = ", ".join(f"{lo}..{hi}" for lo, hi in self.box)
@@ -154,11 +167,16 @@ def _footprints(scop: Scop, members: list[StatementInfo], depth: int) -> Footpri
         for k, name in enumerate(outer_dims):
             both = both.set_dim_name(isl.dim_type.in_, k, name)
         result[buffer] = Footprint(buffer, outer_vars, both, reads, writes,
-                                   bounding_box(scop, both, outer_vars))
+                                   _box_of(scop, both, outer_vars))
     return Footprints(result, outer_vars)
 
 
-def bounding_box(scop: Scop, relation: isl.Map, outer_vars: tuple[str, ...]) -> tuple[tuple[Bound, Bound], ...]:
+def _box_of(scop: Scop, relation: isl.Map, outer_vars: tuple[str, ...]) -> Callable[[], Box]:
+    """:func:`bounding_box` of ``relation``, to be computed when first asked."""
+    return lambda: bounding_box(scop, relation, outer_vars)
+
+
+def bounding_box(scop: Scop, relation: isl.Map, outer_vars: tuple[str, ...]) -> Box:
     """Per output dimension of ``relation`` its (lower, upper) bound in terms of the
     input dimensions (named ``outer_vars``) and the parameters."""
     n_params = relation.dim(isl.dim_type.param)

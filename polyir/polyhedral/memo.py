@@ -34,6 +34,9 @@ it, so the bound depends on the problem alone and a memo hit answers exactly
 what a fresh computation would). Past it the problem raises
 :class:`polyir.polyhedral.analysis.AnalysisLimit` (a ``NotPolyhedral``, so the
 passes keep the code as it is with a remark) instead of running for minutes.
+Problems cheaper to compute than to look up (the memory-based dependences,
+one pair of accesses at a time) are bounded the same way without the memo
+(:func:`bounded`).
 
 The memo is a bounded LRU (:data:`MEMO_CHARACTERS` characters of answers).
 ``ISL_MEMO.hits``, ``.misses`` and ``.bypassed`` (problems on a context with
@@ -69,13 +72,23 @@ PROBLEM_OPERATIONS = 50_000_000
 (seconds; the models and the corpus need far less)."""
 
 
-def _bounded(kind: str, ctx: isl.Context, compute: Callable[[], Answer]) -> str:
-    """``compute()`` printed, with at most :data:`PROBLEM_OPERATIONS` operations on ``ctx``."""
+def bounded(kind: str, ctx: isl.Context, compute: Callable[[], Answer]) -> Answer:
+    """``compute()`` with at most :data:`PROBLEM_OPERATIONS` isl operations on
+    ``ctx`` (counted from zero; raises ``AnalysisLimit`` past them), or as it is
+    on a context that already has a limit (the caller's budget counts it): the
+    bound of a problem not worth memoising (cheaper to compute than to look up)."""
+    if ctx.get_max_operations() != 0:
+        return compute()
+    return _bounded(kind, ctx, compute)
+
+
+def _bounded(kind: str, ctx: isl.Context, compute: Callable[[], Answer]) -> Answer:
+    """``compute()``, with at most :data:`PROBLEM_OPERATIONS` operations on ``ctx``."""
     from polyir.polyhedral.analysis import AnalysisLimit
     ctx.reset_operations()
     ctx.set_max_operations(PROBLEM_OPERATIONS)
     try:
-        return str(compute())
+        return compute()
     except isl.Error as error:
         failure = str(error)  # raised below, outside this block: an isl.Error as the
         # context of the new exception would make tools that compare exceptions fail
@@ -143,7 +156,7 @@ class IslMemo:
             else:
                 self.misses[kind] += 1
         if text is None:
-            text = _bounded(kind, ctx, compute)  # outside the lock: isl may take seconds
+            text = str(_bounded(kind, ctx, compute))  # outside the lock: isl may take seconds
             self._store(key, text)
         return result(text, context=ctx)
 
@@ -162,4 +175,4 @@ ISL_MEMO = IslMemo()
 """The memo of dependence problems (``polyir.polyhedral.dependences``) and of
 the statement domains extraction builds (``polyir.polyhedral.extract``)."""
 
-__all__ = ["MEMO_CHARACTERS", "PROBLEM_OPERATIONS", "IslMemo", "ISL_MEMO"]
+__all__ = ["MEMO_CHARACTERS", "PROBLEM_OPERATIONS", "IslMemo", "ISL_MEMO", "bounded"]

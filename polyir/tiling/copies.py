@@ -361,8 +361,8 @@ def _without_expansion(footprint: Footprint, rank: int) -> Footprint:
 
     def drop(relation: isl.Map) -> isl.Map:
         return relation.project_out(isl.dim_type.out, 0, extra)
-    return replace(footprint, relation=drop(footprint.relation), reads=drop(footprint.reads),
-                   writes=drop(footprint.writes), box=footprint.box[extra:])
+    return Footprint(footprint.buffer, footprint.outer, drop(footprint.relation),
+                     drop(footprint.reads), drop(footprint.writes), lambda: footprint.box[extra:])
 
 
 def copy_buffer(function: Function, at: str, buffer: str, blocks: str | None = None,

@@ -143,6 +143,46 @@ def _accumulator_left_to_auto_tile(loop: For, name: str) -> bool:
     return constant
 
 
+def _tied(loop: For, local: Buffer, expand_accumulators: bool) -> bool:
+    """Whether the parts of ``loop`` that use ``local`` must stay in one loop
+    (it cannot, or may not, be expanded along the loop)."""
+    return bool(local.shape) or \
+        (not expand_accumulators and _accumulator_left_to_auto_tile(loop, local.name))
+
+
+def _require_untied(loop: For, expand_accumulators: bool) -> None:
+    """Raise the ``IllegalTransform`` that :func:`_locals_per_part` would when
+    the loop-scoped locals that cannot be expanded (:func:`_tied`) join every
+    child of ``loop``'s body: any split leaves one of them in two loops.
+    Checked before the dependence analysis, which such a loop would pay for
+    nothing."""
+    if len(loop.body) < 2 or not loop.locals:
+        return
+    tied = {b.name for b in loop.locals if _tied(loop, b, expand_accumulators)}
+    if not tied:
+        return
+    users: dict[str, list[int]] = {b.name: [] for b in loop.locals}
+    for position, child in enumerate(loop.body):
+        for name in buffers_used((child,)) & users.keys():
+            users[name].append(position)
+    parent = list(range(len(loop.body)))
+
+    def root(k: int) -> int:
+        while parent[k] != k:
+            k = parent[k]
+        return k
+
+    for name in tied:
+        for position in users[name][1:]:
+            parent[root(position)] = root(users[name][0])
+    if len({root(k) for k in range(len(loop.body))}) > 1:
+        return
+    # the split into every child raises what any split would (on a stand-in
+    # function: it raises before expanding anything)
+    _locals_per_part(Function("scope", (), (loop,)), loop, [[k] for k in range(len(loop.body))],
+                     expand_accumulators)
+
+
 def _locals_per_part(function: Function, loop: For, groups: Sequence[Sequence[int]],
                      expand_accumulators: bool = True
                      ) -> tuple[Function, For, list[tuple[Buffer, ...]]]:
@@ -200,6 +240,7 @@ def distribute_loop(function: Function, name: str, deps: Dependences | None = No
     ``IllegalTransform`` (with a witness) when the checked result would
     violate a dependence. Returns ``function`` itself when nothing splits."""
     loop = find_loop(function, name)
+    _require_untied(loop, expand_accumulators)
     scope = function
     if deps is None:
         scope = loop_scope(function, loop)
