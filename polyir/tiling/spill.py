@@ -262,6 +262,23 @@ def _candidates(nest: For) -> list[tuple[For, str, list[For]]]:
     return found
 
 
+def _loop_and_enclosing(nodes: Sequence[Node], var: str) -> tuple[For, list[For]] | None:
+    """The loop of variable ``var`` in ``nodes`` and the loops around it (outermost
+    first), or ``None``."""
+    for node in nodes:
+        if isinstance(node, For):
+            if node.var == var:
+                return node, []
+            found = _loop_and_enclosing(node.body, var)
+            if found is not None:
+                return found[0], [node, *found[1]]
+        elif isinstance(node, If):
+            found = _loop_and_enclosing(node.then_body, var) or _loop_and_enclosing(node.else_body, var)
+            if found is not None:
+                return found
+    return None
+
+
 def _replace_loop(nodes: tuple[Node, ...], old: For, new: For) -> tuple[Node, ...]:
     result: list[Node] = []
     for node in nodes:
@@ -323,10 +340,18 @@ def spill_for_tiling(function: Function, plans: Callable[[Function, Sequence[For
         notes: list[tuple[str, str, str]] = []
         nest_remark = _noting(remark, notes)
         current: tuple[Node, ...] = (nest,)
-        for owner, name, around in _candidates(nest):
-            where = f"function '{function.name}', loop '{owner.var}'"
+        for candidate, name, _ in _candidates(nest):
+            where = f"function '{function.name}', loop '{candidate.var}'"
             if len(current) != 1 or not isinstance(current[0], For):
                 break
+            # an accepted spill rebuilt the nest: the loop is looked up again, by its variable
+            # (unique in the function), in what the spills so far made of it
+            found = _loop_and_enclosing(current, candidate.var)
+            if found is None:
+                nest_remark(where, f"accumulator '{name}' kept in a register: an earlier spill's "
+                                   f"distribution split loop '{candidate.var}'", "missed")
+                continue
+            owner, around = found
             inlined, temporaries = forward_substitute(owner)
             try:
                 spilled, out = spill_accumulator(function, inlined, name,

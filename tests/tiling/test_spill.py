@@ -272,3 +272,47 @@ def test_spills_preserve_or_refuse_on_fused_product_variants(m: int, n: int, k: 
         assert_preserves_or_refuses(
             lambda mod: transform(mod, "auto-tile{gemm_work=0 register_work=0}", ctx=PassContext(AVX2)),
             module, parallel_order=order)
+
+
+TWO_PRODUCTS = """func f(x: f32[4, 24, 32], W1: f32[48, 32], b1: f32[48], W2: f32[32, 48], b2: f32[32],
+       out: f32[4, 24, 32]) {
+  for b = 0 to 4 {
+    local h: f32[24, 48]
+    for t = 0 to 24 {
+      for n = 0 to 48 {
+        local a1: f32[]
+        S0: a1[] = b1[n]
+        for k = 0 to 32 {
+          S1: a1[] = a1[] + x[b, t, k] * W1[n, k]
+        }
+        S2: h[t, n] = max(a1[], 0.0)
+      }
+    }
+    for t2 = 0 to 24 {
+      for m = 0 to 32 {
+        local a2: f32[]
+        S3: a2[] = b2[m]
+        for k2 = 0 to 48 {
+          S4: a2[] = a2[] + h[t2, k2] * W2[m, k2]
+        }
+        S5: out[b, t2, m] = a2[] + x[b, t2, m]
+      }
+    }
+  }
+}"""
+
+
+def test_every_product_of_a_nest_is_spilled_after_the_first() -> None:
+    """A feed-forward block fused per image: the first spill rebuilds the nest,
+    and the second product's loop is found again in the rebuilt one (it was
+    looked up by identity in the nest before the first spill, missed, and its
+    product left as matrix-vector rows)."""
+    module = polyir.parse(TWO_PRODUCTS)
+    ctx = PassContext(AVX2)
+    result = transform(module, "auto-tile", ctx=ctx)
+    applied = [r.why for r in ctx.remarks_of("auto-tile", "applied")]
+    assert any("accumulator 'a1' spilled into 'h'" in why for why in applied), ctx.remarks
+    assert any("accumulator 'a2' spilled into 'out'" in why for why in applied), ctx.remarks
+    assert not any("widened to a tile (one row" in why for why in applied), applied
+    assert not {"a1", "a2"} & _locals(result)
+    assert_equivalent(module, result, trials=2, rtol=0, atol=0)
