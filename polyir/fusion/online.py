@@ -314,6 +314,19 @@ def _describe(region: Region, plan: Plan, tile: int) -> str:
     return text
 
 
+def _fitted_tile(plan: Plan, tile: int) -> int:
+    """``tile``, or the row's length when its bounds are constants and it is
+    shorter: one tile then covers the row exactly, and the loops over a tile
+    get that constant extent (a register tile of the scores then fits the
+    keys: 32 keys in tiles of 256 had left every product in the partial-tile
+    code)."""
+    lower, upper = plan.bounds
+    if not lower or not upper or not all(b.is_constant for b in (*lower, *upper)):
+        return tile
+    span = min(b.constant for b in upper) - max(b.constant for b in lower)
+    return span if 0 < span < tile else tile
+
+
 def _rewrite_block(block: tuple[Node, ...], function: Function, tile: int, taken: set[str],
                    notes: list[tuple[str, str, str]], made: set[str]) -> tuple[Node, ...]:
     start = 0
@@ -329,8 +342,9 @@ def _rewrite_block(block: tuple[Node, ...], function: Function, tile: int, taken
             notes.append((where, f"max reduction not fused: {why}", "missed"))
             start = region.stop
             continue
-        block = _emit(block, region, plan, function, tile, taken, made)
-        notes.append((where, _describe(region, plan, tile), "applied"))
+        fitted = _fitted_tile(plan, tile)
+        block = _emit(block, region, plan, function, fitted, taken, made)
+        notes.append((where, _describe(region, plan, fitted), "applied"))
         for why in plan.reasons:
             notes.append((where, f"left as it is: {why}", "missed"))
         return _rewrite_block(block, function, tile, taken, notes, made)

@@ -98,6 +98,26 @@ def test_nonzero_initial_value_refused() -> None:
     assert "initial value 0" in ctx.remarks_of("online-reductions", "missed")[0].why
 
 
+@pytest.mark.parametrize("length, step", [(6, 6), (4, 4), (9, 4)])
+def test_a_row_shorter_than_the_tile_is_one_tile_of_its_length(length: int, step: int) -> None:
+    """Constant rows shorter than the tile get one tile of their length, so the
+    loops over a tile have that constant extent (auto-tile's register tiles
+    then fit them); longer rows keep the tile."""
+    text = SOFTMAX_ROWS.replace("f32[N, M]", f"f32[5, {length}]").replace("to N", "to 5") \
+        .replace("to M", f"to {length}")
+    module, result, ctx = _online(text, "online-reductions{tile=8}" if length < 8 else ONLINE)
+    applied = ctx.remarks_of("online-reductions", "applied")
+    assert len(applied) == 1 and f"tiles of {step}" in applied[0].why, applied
+    row = result.entry.body[0]
+    assert isinstance(row, For)
+    tiles = row.body[2]
+    assert isinstance(tiles, For) and tiles.step == step
+    for loop in walk_nodes(tiles.body):
+        if isinstance(loop, For):
+            assert len(loop.upper) == 2 and (loop.upper[1] - loop.lower[0]).constant == step
+    assert_equivalent(module, result, trials=3, rtol=1e-5, atol=1e-6)
+
+
 def test_tile_option_is_checked() -> None:
     with pytest.raises(ValueError, match="tile"):
         online_reductions(polyir.parse(SOFTMAX_ROWS).entry, tile=0)
