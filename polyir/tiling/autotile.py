@@ -136,7 +136,6 @@ from polyir.tiling.window_plans import (  # noqa: F401  (WINDOW_* re-exported)
     SHORT_REDUCTION_VECTORS,
     WINDOW_PANEL_SHARE,
     WINDOW_REGISTERS,
-    _enclosing,
     _loads_of,
     _short_reduction,
     _widened_pointwise,

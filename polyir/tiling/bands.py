@@ -93,6 +93,25 @@ def replace_node(function: Function, old: Node, new: Sequence[Node]) -> Function
     return replace(function, body=body)
 
 
+def enclosing_loops(function: Function, var: str) -> list[For]:
+    """The loops enclosing loop ``var`` of ``function``, outermost first (none when
+    ``var`` is outermost or not there)."""
+    def visit(nodes: Sequence[Node], path: list[For]) -> list[For] | None:
+        for node in nodes:
+            if isinstance(node, For):
+                if node.var == var:
+                    return path
+                found = visit(node.body, path + [node])
+                if found is not None:
+                    return found
+            elif isinstance(node, If):
+                found = visit(node.then_body, path) or visit(node.else_body, path)
+                if found is not None:
+                    return found
+        return None
+    return visit(function.body, []) or []
+
+
 def nest_of(function: Function, loop: For) -> int:
     """Index of the top-level node of ``function`` that holds ``loop``."""
     for index, node in enumerate(function.body):
@@ -318,5 +337,5 @@ def renamed_copy(nodes: Sequence[Node], taken: set[str],
     return copied, origins
 
 
-__all__ = ["UnsupportedNest", "band", "perfect_chain", "replace_node", "nest_of", "nest_function",
+__all__ = ["UnsupportedNest", "band", "enclosing_loops", "perfect_chain", "replace_node", "nest_of", "nest_function",
            "nest_dependences", "BandPath", "band_path", "band_scope", "band_surroundings", "without_statements", "loops_inside", "statements_inside", "renamed_copy", "rename_buffers_expr"]

@@ -161,21 +161,13 @@ def _require_untied(loop: For, expand_accumulators: bool) -> None:
     tied = {b.name for b in loop.locals if _tied(loop, b, expand_accumulators)}
     if not tied:
         return
-    users: dict[str, list[int]] = {b.name: [] for b in loop.locals}
-    for position, child in enumerate(loop.body):
-        for name in buffers_used((child,)) & users.keys():
-            users[name].append(position)
-    parent = list(range(len(loop.body)))
-
-    def root(k: int) -> int:
-        while parent[k] != k:
-            k = parent[k]
-        return k
-
+    # children joined by a tied local they share; connected, no split keeps them apart
+    graph: nx.Graph = nx.Graph()
+    graph.add_nodes_from(range(len(loop.body)))
     for name in tied:
-        for position in users[name][1:]:
-            parent[root(position)] = root(users[name][0])
-    if len({root(k) for k in range(len(loop.body))}) > 1:
+        users = [k for k, child in enumerate(loop.body) if name in buffers_used((child,))]
+        graph.add_edges_from(zip(users, users[1:], strict=False))
+    if not nx.is_connected(graph):
         return
     # the split into every child raises what any split would (on a stand-in
     # function: it raises before expanding anything)

@@ -11,11 +11,11 @@ from polyir.ir.nodes import Assign, Function
 from polyir.ir.walk import walk_nodes
 from polyir.passes import format_pipeline
 from polyir.target import Target
+from polyir.tiling.bands import enclosing_loops
 from polyir.tiling.hoist import find_copy, hoist_copy, kept_loops
 from polyir.tiling.levels import largest_trip_count
 from polyir.tiling.passes import HoistCopy
 from polyir.tiling.sizes import hoist_budget
-from polyir.tiling.window_plans import _enclosing
 
 Remark = Callable[[str, str, str], None]
 
@@ -44,7 +44,7 @@ def hoist_copies(function: Function, copies: set[str], target: Target, where: st
             at, copy = find_copy(function, statement.buffer)
         except PolyirError:
             continue  # a copy-back, or a copy the later steps versioned
-        chain = _enclosing(function, at.var) + [at]
+        chain = enclosing_loops(function, at.var) + [at]
         reasons: list[str] = []
         for position, loop in enumerate(chain):
             below = chain[position:]

@@ -57,6 +57,7 @@ from dataclasses import replace
 from polyir.errors import PolyirError
 from polyir.ir.affine import Aff
 from polyir.ir.canonical import CanonicalForm, canonical_form, rename_text, transfer_names
+from polyir.ir.names import UnknownLoop, find_loop
 from polyir.ir.nodes import Assign, BinOp, Buffer, Expr, For, Function, If, Load, Node
 from polyir.ir.types import DType
 from polyir.ir.walk import (
@@ -68,6 +69,7 @@ from polyir.ir.walk import (
     walk_expr,
     walk_nodes,
 )
+from polyir.tiling.bands import enclosing_loops
 
 Remark = Callable[[str, str, str], None]
 
@@ -244,39 +246,22 @@ def _is_product_reduction(owner: For, name: str) -> bool:
     return False
 
 
-def _candidates(nest: For) -> list[tuple[For, str, list[For]]]:
-    found: list[tuple[For, str, list[For]]] = []
+def _candidates(nest: For) -> list[tuple[For, str]]:
+    found: list[tuple[For, str]] = []
 
-    def visit(nodes: Sequence[Node], around: list[For]) -> None:
+    def visit(nodes: Sequence[Node]) -> None:
         for node in nodes:
             if isinstance(node, For):
                 for local in node.locals:
                     if not local.shape and _is_product_reduction(node, local.name):
-                        found.append((node, local.name, list(around)))
-                visit(node.body, [*around, node])
+                        found.append((node, local.name))
+                visit(node.body)
             elif isinstance(node, If):
-                visit(node.then_body, around)
-                visit(node.else_body, around)
+                visit(node.then_body)
+                visit(node.else_body)
 
-    visit((nest,), [])
+    visit((nest,))
     return found
-
-
-def _loop_and_enclosing(nodes: Sequence[Node], var: str) -> tuple[For, list[For]] | None:
-    """The loop of variable ``var`` in ``nodes`` and the loops around it (outermost
-    first), or ``None``."""
-    for node in nodes:
-        if isinstance(node, For):
-            if node.var == var:
-                return node, []
-            found = _loop_and_enclosing(node.body, var)
-            if found is not None:
-                return found[0], [node, *found[1]]
-        elif isinstance(node, If):
-            found = _loop_and_enclosing(node.then_body, var) or _loop_and_enclosing(node.else_body, var)
-            if found is not None:
-                return found
-    return None
 
 
 def _replace_loop(nodes: tuple[Node, ...], old: For, new: For) -> tuple[Node, ...]:
@@ -340,18 +325,20 @@ def spill_for_tiling(function: Function, plans: Callable[[Function, Sequence[For
         notes: list[tuple[str, str, str]] = []
         nest_remark = _noting(remark, notes)
         current: tuple[Node, ...] = (nest,)
-        for candidate, name, _ in _candidates(nest):
+        for candidate, name in _candidates(nest):
             where = f"function '{function.name}', loop '{candidate.var}'"
             if len(current) != 1 or not isinstance(current[0], For):
                 break
             # an accepted spill rebuilt the nest: the loop is looked up again, by its variable
             # (unique in the function), in what the spills so far made of it
-            found = _loop_and_enclosing(current, candidate.var)
-            if found is None:
+            so_far = replace(function, body=current)
+            try:
+                owner = find_loop(so_far, candidate.var)
+            except UnknownLoop:
                 nest_remark(where, f"accumulator '{name}' kept in a register: an earlier spill's "
                                    f"distribution split loop '{candidate.var}'", "missed")
                 continue
-            owner, around = found
+            around = enclosing_loops(so_far, candidate.var)
             inlined, temporaries = forward_substitute(owner)
             try:
                 spilled, out = spill_accumulator(function, inlined, name,

@@ -9,14 +9,14 @@ is packed (:func:`_reuse_scope`). The mechanism is
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from polyir.ir.names import names_in
-from polyir.ir.nodes import Assign, For, Function, If, Load, Node
+from polyir.ir.nodes import Assign, Function, Load, Node
 from polyir.ir.walk import walk_nodes
 from polyir.polyhedral.extract import affine_index, expr_loads
 from polyir.target import Target
+from polyir.tiling.bands import enclosing_loops
 from polyir.tiling.levels import Contraction, window_register_plan, work
 from polyir.tiling.passes import Pack
 from polyir.tiling.sizes import RegisterTile, lanes, register_tile
@@ -40,7 +40,7 @@ def _widened_pointwise(function: Function, c: Contraction, target: Target) -> bo
     if c.batch or c.right is None or width is None \
             or width >= 2 * lanes(target, c.element_bytes):
         return False
-    enclosing = _enclosing(function, c.band[0])
+    enclosing = enclosing_loops(function, c.band[0])
     if not any(b.name == c.output for loop in enclosing for b in loop.locals):
         return False   # not a widened accumulator tile (a loop-scoped local)
     return _reuse_scope(function, c) is not None
@@ -173,31 +173,13 @@ def _reuse_scope(function: Function, c: Contraction) -> str | None:
             for index in load.indices:
                 aff = affine_index(index)
                 used |= set(aff.variables()) if aff is not None else set()
-    enclosing = _enclosing(function, c.band[0])
+    enclosing = enclosing_loops(function, c.band[0])
     skipped: str | None = None
     for loop in reversed(enclosing):
         if loop.var in used:
             return loop.var if skipped is not None else None
         skipped = loop.var
     return skipped
-
-
-def _enclosing(function: Function, var: str) -> list[For]:
-    """The loops enclosing loop ``var``, outermost first."""
-    def visit(nodes: Sequence[Node], path: list[For]) -> list[For] | None:
-        for node in nodes:
-            if isinstance(node, For):
-                if node.var == var:
-                    return path
-                found = visit(node.body, path + [node])
-                if found is not None:
-                    return found
-            elif isinstance(node, If):
-                found = visit(node.then_body, path) or visit(node.else_body, path)
-                if found is not None:
-                    return found
-        return None
-    return visit(function.body, []) or []
 
 
 def _loads_of(node: Node, buffer: str) -> list[Load]:
